@@ -1,0 +1,108 @@
+"""URDF loading through yourdfpy (a maintained URDF parser), with Pinocchio's conventions.
+
+* Links joined by `fixed` joints are merged into their moving ancestor (their inertia is added),
+  as Pinocchio does; the URDF root link becomes link 0, welded to the world by a `fixed` joint
+  (`floating_base=False`) or joined to it by a free joint (`floating_base=True`, Pinocchio's
+  free-flyer layout: q = [x y z, qx qy qz qw, joints], v = [v_lin, ω (base frame), joints]).
+* Links are stored depth-first in the file's joint order, so q matches Pinocchio's order.
+* `continuous` joints become revolute joints with one coordinate (Pinocchio uses cos/sin).
+* Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced.
+* A link attached by a moving joint without `<inertial>` raises `ValueError`; so do planar and
+  floating URDF joints, which jaxsoa does not model.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import yourdfpy
+
+from jaxsoa import joints
+from jaxsoa.build import build_model
+
+_MOVING = {"revolute": joints.REVOLUTE, "continuous": joints.REVOLUTE, "prismatic": joints.PRISMATIC}
+
+
+def _link_inertia(link):
+    """(mass, com, inertia_com) of a URDF link in its own frame, or None without <inertial>."""
+    if link.inertial is None:
+        return None
+    origin = np.eye(4) if link.inertial.origin is None else link.inertial.origin
+    R, com = origin[:3, :3], origin[:3, 3]
+    inertia = np.zeros((3, 3)) if link.inertial.inertia is None else np.asarray(link.inertial.inertia)
+    return float(link.inertial.mass or 0.0), com, R @ inertia @ R.T
+
+
+def _merge(body, other, X_body_other):
+    """Add the inertia `other` (in its frame) to `body`, with `X_body_other` its 4x4 pose."""
+    m1, c1, I1 = body
+    m2, c2_local, I2_local = other
+    R, p = X_body_other[:3, :3], X_body_other[:3, 3]
+    c2, I2 = R @ c2_local + p, R @ I2_local @ R.T
+    m = m1 + m2
+    c = (m1 * c1 + m2 * c2) / m if m > 0 else np.zeros(3)
+
+    def shift(mi, d):                                   # parallel-axis term m (|d|² 1 − d dᵀ)
+        return mi * (d @ d * np.eye(3) - np.outer(d, d))
+
+    return m, c, I1 + shift(m1, c1 - c) + I2 + shift(m2, c2 - c)
+
+
+def load_urdf(path, floating_base=False, **build_kwargs):
+    """Read a URDF file into a `Model` (see the module docstring for the conventions)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"URDF file '{path}' does not exist")
+    robot = yourdfpy.URDF.load(str(path), load_meshes=False, build_scene_graph=False,
+                               load_collision_meshes=False, build_collision_scene_graph=False).robot
+    links = {link.name: link for link in robot.links}
+    children = {name: [] for name in links}
+    child_links = set()
+    for joint in robot.joints:
+        if joint.type not in _MOVING and joint.type != "fixed":
+            raise ValueError(f"URDF joint '{joint.name}': type '{joint.type}' is not supported")
+        children[joint.parent].append(joint)
+        child_links.add(joint.child)
+    roots = [name for name in links if name not in child_links]
+    if len(roots) != 1:
+        raise ValueError(f"URDF must have exactly one root link, found {roots}")
+
+    bodies = []   # dicts: name, joint, type, parent, axis, placement (4x4), inertia
+
+    def add_link(link_name, body_index, X_body_link):
+        """Merge link `link_name` (pose X_body_link in body `body_index`) and recurse."""
+        inertia = _link_inertia(links[link_name])
+        if inertia is not None:
+            body = bodies[body_index]
+            body["inertia"] = _merge(body["inertia"], inertia, X_body_link)
+        for joint in children[link_name]:
+            X_body_joint = X_body_link @ (np.eye(4) if joint.origin is None else joint.origin)
+            if joint.type == "fixed":
+                add_link(joint.child, body_index, X_body_joint)
+                continue
+            if links[joint.child].inertial is None:
+                raise ValueError(f"URDF link '{joint.child}' (child of moving joint '{joint.name}') "
+                                 "has no <inertial>")
+            axis = np.array([1.0, 0.0, 0.0]) if joint.axis is None else np.asarray(joint.axis, float)
+            bodies.append(dict(name=joint.child, joint=joint.name, type=_MOVING[joint.type],
+                               parent=body_index, axis=axis / np.linalg.norm(axis),
+                               placement=X_body_joint, inertia=(0.0, np.zeros(3), np.zeros((3, 3)))))
+            add_link(joint.child, len(bodies) - 1, np.eye(4))
+
+    root = roots[0]
+    if floating_base and links[root].inertial is None:
+        raise ValueError(f"URDF link '{root}' (floating base) has no <inertial>")
+    bodies.append(dict(name=root, joint="root_joint", type=joints.FREE if floating_base else joints.FIXED,
+                       parent=-1, axis=np.array([1.0, 0.0, 0.0]), placement=np.eye(4),
+                       inertia=(0.0, np.zeros(3), np.zeros((3, 3)))))
+    add_link(root, 0, np.eye(4))
+
+    return build_model(
+        parent=[b["parent"] for b in bodies], joint_types=[b["type"] for b in bodies],
+        joint_axis=np.stack([b["axis"] for b in bodies]),
+        placement_rotation=np.stack([b["placement"][:3, :3] for b in bodies]),
+        placement_translation=np.stack([b["placement"][:3, 3] for b in bodies]),
+        mass=np.array([b["inertia"][0] for b in bodies]),
+        com=np.stack([b["inertia"][1] for b in bodies]),
+        inertia_com=np.stack([b["inertia"][2] for b in bodies]),
+        link_names=[b["name"] for b in bodies], link_joint_names=[b["joint"] for b in bodies],
+        **build_kwargs)

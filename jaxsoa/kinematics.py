@@ -1,0 +1,172 @@
+"""Kinematics over a traced topology: joint frames, forward kinematics, link velocities and
+accelerations, frame Jacobians, centre of mass and spatial momentum.
+
+Shapes: n links, nq / nv coordinates, d = `model.dof_max` (padded per-link velocity slot).
+Spatial vectors are `[angular; linear]`; link quantities are in the link's own frame unless the
+name says `world`.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from jaxsoa import joints
+from jaxsoa.model import Model, link_inertia, link_placement
+from jaxsoa.spatial import (
+    act_force,
+    cross_motion,
+    inv_act_motion,
+    motion_transform,
+    se3_compose,
+    spatial_inertia,
+)
+from jaxsoa.traversal import outward, path_matrix, tree_traversal
+
+
+def per_link(model: Model, fn, dtype):
+    """Evaluate `fn(joint_type, links)` -> tuple of (k, ...) arrays for every static joint type
+    and scatter the results into (n, ...) arrays (types absent from the model are skipped)."""
+    result = None
+    for joint_type in range(len(joints.NQ)):
+        links = model.links_of_type(joint_type)
+        if links.size == 0:
+            continue
+        parts = fn(joint_type, links)
+        if result is None:
+            result = tuple(jnp.zeros((model.n_links, *x.shape[1:]), dtype) for x in parts)
+        result = tuple(r.at[links].set(x.astype(dtype)) for r, x in zip(result, parts, strict=False))
+    return result
+
+
+def joint_frames(model: Model, q):
+    """q (nq,) -> R_parent_child (n, 3, 3), p_parent_child (n, 3): placement ∘ joint motion."""
+    def fn(joint_type, links):
+        return joints.joint_transform(joint_type, model.joint_axis[links], q[model.q_columns(joint_type)])
+
+    R_joint_child, p_joint_child = per_link(model, fn, model.joint_axis.dtype)
+    R_parent_joint, p_parent_joint = link_placement(model)
+    return se3_compose(R_parent_joint, p_parent_joint, R_joint_child, p_joint_child)
+
+
+def motion_subspaces(model: Model):
+    """(n, 6, d) motion subspace S of each link's joint in the link frame (zero-padded)."""
+    def fn(joint_type, links):
+        return (joints.motion_subspace(joint_type, model.joint_axis[links], model.dof_max),)
+
+    return per_link(model, fn, model.joint_axis.dtype)[0]
+
+
+def to_slots(model: Model, x):
+    """(nv,) -> (n, d): each link's joint entries, zero in the padding."""
+    return jnp.concatenate([x, jnp.zeros(1, x.dtype)])[model.v_slots]
+
+
+def from_slots(model: Model, x_slots):
+    """(..., n, d) -> (..., nv): inverse of `to_slots` (padding discarded)."""
+    flat = x_slots.reshape((*x_slots.shape[:-2], -1))
+    take = model.v_slots.reshape(-1) < model.nv
+    index = jnp.asarray(model.v_slots.reshape(-1)[take])
+    out = jnp.zeros((*x_slots.shape[:-2], model.nv), x_slots.dtype)
+    return out.at[..., index].set(flat[..., take])
+
+
+def link_spatial_inertia(model: Model):
+    """(n, 6, 6) spatial inertia of each link about its frame origin, in its frame."""
+    return spatial_inertia(*link_inertia(model))
+
+
+def forward_kinematics(model: Model, q, trav=None):
+    """q -> R_world_link (n, 3, 3), p_world_link (n, 3): oMi = oMparent ∘ parentMi."""
+    trav = tree_traversal(model.parent) if trav is None else trav
+    R_parent_child, p_parent_child = joint_frames(model, q)
+
+    def step(X_parent_child, X_world_parent):
+        return se3_compose(*X_world_parent, *X_parent_child), None
+
+    dtype = model.joint_axis.dtype
+    root = (jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype))
+    (R_world_link, p_world_link), _ = outward(trav, step, (R_parent_child, p_parent_child), root)
+    return R_world_link, p_world_link
+
+
+def motion_pass(trav, frames, S, qd_slots, qdd_slots, a_root):
+    """Outward pass over precomputed joint frames (n, 3, 3), (n, 3), S (n, 6, d) and padded
+    rates (n, d): V_k = X⁻¹ V_parent + S θ̇_k,  α_k = X⁻¹ α_parent + S θ̈_k + V_k × S θ̇_k.
+    Returns link velocities and accelerations (n, 6) in link frames (α_world = a_root)."""
+    def step(d, motion_parent):
+        R, p, S_k, qd, qdd = d
+        v_parent, a_parent = motion_parent
+        v_joint = S_k @ qd
+        v_link = inv_act_motion(R, p, v_parent) + v_joint
+        a_link = inv_act_motion(R, p, a_parent) + S_k @ qdd + cross_motion(v_link, v_joint)
+        return (v_link, a_link), None
+
+    zero = jnp.zeros(6, a_root.dtype)
+    (v_links, a_links), _ = outward(trav, step, (*frames, S, qd_slots, qdd_slots), (zero, a_root))
+    return v_links, a_links
+
+
+def link_motion(model: Model, q, v, a, a_root, trav=None):
+    """Link velocities and accelerations (n, 6) in link frames; `motion_pass` for a model."""
+    trav = tree_traversal(model.parent) if trav is None else trav
+    return motion_pass(trav, joint_frames(model, q), motion_subspaces(model), to_slots(model, v),
+                       to_slots(model, a), a_root)
+
+
+def link_velocities(model: Model, q, v):
+    """(n, 6) spatial velocity of each link in its own frame (Pinocchio's `data.v`)."""
+    return link_motion(model, q, v, jnp.zeros_like(v), jnp.zeros(6, v.dtype))[0]
+
+
+def link_accelerations(model: Model, q, v, a):
+    """(n, 6) spatial acceleration of each link in its own frame, gravity excluded (`data.a`)."""
+    return link_motion(model, q, v, a, jnp.zeros(6, v.dtype))[1]
+
+
+def frame_jacobian(model: Model, q, link: int, reference="local"):
+    """(6, nv) Jacobian of link `link`'s spatial velocity, `[angular; linear]` rows.
+
+    reference: "world" (at the world origin, world axes), "local" (link frame) or
+    "local_world_aligned" (link origin, world axes) — Pinocchio's ReferenceFrame names.
+    """
+    trav = tree_traversal(model.parent)
+    R_world_link, p_world_link = forward_kinematics(model, q, trav)
+    S_world = motion_transform(R_world_link, p_world_link) @ motion_subspaces(model)   # (n, 6, d)
+    on_path = path_matrix(trav)[:, link]                      # J = Σ_{k on path} X_world_k S_k
+    S_world = jnp.where(on_path[:, None, None], S_world, 0.0)
+    J_world = from_slots(model, jnp.transpose(S_world, (1, 0, 2)))        # (6, nv)
+    if reference == "world":
+        return J_world
+    R, p = R_world_link[link], p_world_link[link]
+    if reference == "local":
+        return jax.vmap(lambda col: inv_act_motion(R, p, col), in_axes=1, out_axes=1)(J_world)
+    if reference == "local_world_aligned":
+        eye = jnp.eye(3, dtype=R.dtype)
+        return jax.vmap(lambda col: inv_act_motion(eye, p, col), in_axes=1, out_axes=1)(J_world)
+    raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
+
+
+def center_of_mass(model: Model, q):
+    """(3,) centre of mass of the whole system in the world frame: Σ m_k c_k / Σ m_k."""
+    R_world_link, p_world_link = forward_kinematics(model, q)
+    mass, com, _ = link_inertia(model)
+    com_world = p_world_link + jnp.einsum("nij,nj->ni", R_world_link, com)
+    return jnp.sum(mass[:, None] * com_world, 0) / jnp.sum(mass)
+
+
+def spatial_momentum(model: Model, q, v):
+    """(6,) total spatial momentum [angular; linear] about the world origin, world axes:
+    h = Σ X*_world_k I_k V_k."""
+    trav = tree_traversal(model.parent)
+    R_world_link, p_world_link = forward_kinematics(model, q, trav)
+    v_links, _ = link_motion(model, q, v, jnp.zeros_like(v), jnp.zeros(6, v.dtype), trav)
+    h_links = jnp.einsum("nij,nj->ni", link_spatial_inertia(model), v_links)
+    return jnp.sum(act_force(R_world_link, p_world_link, h_links), 0)
+
+
+def centroidal_momentum(model: Model, q, v):
+    """(6,) spatial momentum about the centre of mass, world axes (Pinocchio's `data.hg`, with
+    `[angular; linear]` order): n_G = n_O − c × p."""
+    h = spatial_momentum(model, q, v)
+    c = center_of_mass(model, q)
+    return jnp.concatenate([h[:3] - jnp.cross(c, h[3:]), h[3:]])
+

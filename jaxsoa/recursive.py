@@ -1,0 +1,142 @@
+"""O(n) recursions over a traced topology: RNEA (inverse dynamics), ABA in the innovations form
+of soa.md §5 (forward dynamics) and CRBA (joint-space mass matrix).
+
+Shapes: q (nq,), v / a / tau (nv,), f_ext (n, 6) link-frame wrenches `[moment; force]` acting on
+each link (Pinocchio's `fext` convention) or None. Gravity enters as the world's fictitious
+acceleration α_world = [0; −g]. Every pass goes through `jaxsoa.traversal`.
+"""
+
+import jax.numpy as jnp
+
+from jaxsoa.kinematics import (
+    forward_kinematics,
+    from_slots,
+    joint_frames,
+    link_spatial_inertia,
+    motion_pass,
+    motion_subspaces,
+    to_slots,
+)
+from jaxsoa.model import Model
+from jaxsoa.spatial import act_force, cross_force, cross_motion, force_transform, inv_act_motion, motion_transform
+from jaxsoa.traversal import inward, outward, path_matrix, tree_traversal
+
+
+def _world_acceleration(model: Model):
+    return jnp.concatenate([jnp.zeros(3, model.gravity.dtype), -model.gravity])
+
+
+def _bias_forces(I, v_links, f_ext):
+    """b_k − f_ext,k = V_k ×* (M_k V_k) − f_ext,k, all links at once: (n, 6)."""
+    b = cross_force(v_links, jnp.einsum("nij,nj->ni", I, v_links))
+    return b if f_ext is None else b - f_ext
+
+
+def rnea(model: Model, q, v, a, f_ext=None, trav=None):
+    """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext, (nv,)."""
+    trav = tree_traversal(model.parent) if trav is None else trav
+    frames, S = joint_frames(model, q), motion_subspaces(model)
+    v_links, a_links = motion_pass(trav, frames, S, to_slots(model, v), to_slots(model, a),
+                                   _world_acceleration(model))
+    I = link_spatial_inertia(model)
+    f_links = jnp.einsum("nij,nj->ni", I, a_links) + _bias_forces(I, v_links, f_ext)
+
+    def step(d, f_children):                   # f(k) = Σ_c φ(k,c) f(c) + M α + b − f_ext;  T = H f
+        R, p, S_k, f_k = d
+        f_total = f_k + f_children
+        return S_k.T @ f_total, act_force(R, p, f_total)
+
+    tau_slots = inward(trav, step, (*frames, S, f_links), jnp.zeros(6, f_links.dtype))
+    return from_slots(model, tau_slots)
+
+
+def nonlinear_effects(model: Model, q, v):
+    """C(q, v) v + g(q) (Pinocchio's `nonLinearEffects`), (nv,)."""
+    return rnea(model, q, v, jnp.zeros_like(v))
+
+
+def generalized_gravity(model: Model, q):
+    """g(q) (Pinocchio's `computeGeneralizedGravity`), (nv,)."""
+    zero = jnp.zeros(model.nv, model.gravity.dtype)
+    return rnea(model, q, zero, zero)
+
+
+def _inverse_small(D):
+    """Inverse of the (d, d) joint-space articulated inertia; a division when d = 1."""
+    return 1.0 / D if D.shape[-1] == 1 else jnp.linalg.inv(D)
+
+
+def aba(model: Model, q, v, tau, f_ext=None, trav=None):
+    """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm,
+    written with the innovations factors 𝒫, D, G, ε, ν of soa.md §5. Returns (nv,)."""
+    trav = tree_traversal(model.parent) if trav is None else trav
+    frames, S = joint_frames(model, q), motion_subspaces(model)
+    qd_slots = to_slots(model, v)
+    zero_slots = jnp.zeros_like(qd_slots)
+    v_links, _ = motion_pass(trav, frames, S, qd_slots, zero_slots, jnp.zeros(6, v.dtype))
+    I = link_spatial_inertia(model)
+    coriolis = cross_motion(v_links, jnp.einsum("nij,nj->ni", S, qd_slots))   # a(k) = V × H^T θ̇
+    bias = _bias_forces(I, v_links, f_ext)                                      # b(k) − f_ext(k)
+    pad = jnp.asarray(~model.dof_mask, I.dtype)
+
+    def inward_step(d, acc):
+        R, p, S_k, I_k, a_k, b_k, tau_k, pad_k = d
+        P_children, z_children = acc
+        P = I_k + P_children                         # 𝒫(k) = M(k) + Σ_c φ 𝒫⁺(c) φᵀ
+        z = P @ a_k + b_k + z_children               # z(k) = Σ_c φ z⁺(c) + 𝒫 a + b − f_ext
+        U = P @ S_k
+        D_inv = _inverse_small(S_k.T @ U + jnp.diag(pad_k))   # D = H 𝒫 Hᵀ (identity on padding)
+        G = U @ D_inv                                # G = 𝒫 Hᵀ D⁻¹
+        eps = tau_k - S_k.T @ z                      # ε = T − H z
+        nu = D_inv @ eps                             # ν = D⁻¹ ε
+        P_plus = P - G @ U.T                         # 𝒫⁺ = (I − G H) 𝒫
+        z_plus = z + G @ eps                         # z⁺ = z + G ε
+        X_force = force_transform(R, p)
+        return (G, nu), (X_force @ P_plus @ X_force.T, X_force @ z_plus)
+
+    data = (*frames, S, I, coriolis, bias, to_slots(model, tau), pad)
+    zero_acc = (jnp.zeros((6, 6), I.dtype), jnp.zeros(6, I.dtype))
+    G, nu = inward(trav, inward_step, data, zero_acc)
+    qdd_slots = _outward_accelerations(model, trav, frames, S, coriolis, G, nu)
+    return from_slots(model, qdd_slots)
+
+
+def _outward_accelerations(model, trav, frames, S, coriolis, G, nu):
+    """α⁺(k) = φᵀ α(p(k));  θ̈ = ν − Gᵀ α⁺;  α(k) = α⁺ + Hᵀ θ̈ + a(k).  Returns θ̈ slots (n, d)."""
+    def step(d, a_parent):
+        R, p, S_k, a_k, G_k, nu_k = d
+        a_plus = inv_act_motion(R, p, a_parent)
+        qdd = nu_k - G_k.T @ a_plus
+        return a_plus + S_k @ qdd + a_k, qdd
+
+    _, qdd_slots = outward(trav, step, (*frames, S, coriolis, G, nu), _world_acceleration(model))
+    return qdd_slots
+
+
+def crba(model: Model, q, trav=None):
+    """Joint-space mass matrix M(q) (nv, nv) from composite inertias:
+    Ic(k) = M(k) + Σ_c φ Ic(c) φᵀ (inward), then M[i, j] = S_iᵀ Ic_j S_j in world axes for
+    every link i on the path from j to the root (masked by the path matrix), symmetrised."""
+    trav = tree_traversal(model.parent) if trav is None else trav
+    frames, S = joint_frames(model, q), motion_subspaces(model)
+
+    def step(d, Ic_children):
+        R, p, I_k = d
+        Ic = I_k + Ic_children
+        X_force = force_transform(R, p)
+        return Ic, X_force @ Ic @ X_force.T
+
+    I = link_spatial_inertia(model)
+    Ic = inward(trav, step, (*frames, I), jnp.zeros((6, 6), I.dtype))
+    R_world, p_world = forward_kinematics(model, q, trav)
+    S_world = motion_transform(R_world, p_world) @ S                       # (n, 6, d)
+    X_force_world = force_transform(R_world, p_world)
+    F_world = X_force_world @ Ic @ jnp.swapaxes(X_force_world, -1, -2) @ S_world
+    P = path_matrix(trav)
+    B = jnp.einsum("iad,jae->idje", S_world, F_world) * P.astype(S_world.dtype)[:, None, :, None]
+    eye = jnp.eye(model.n_links, dtype=B.dtype)[:, None, :, None]
+    M_slots = B + jnp.transpose(B, (2, 3, 0, 1)) - B * eye                 # (n, d, n, d)
+    n_slots = model.n_links * model.dof_max
+    M_flat = M_slots.reshape(n_slots, n_slots)
+    index = jnp.asarray(model.v_slots.reshape(-1).argsort(kind="stable")[: model.nv])
+    return M_flat[index][:, index]

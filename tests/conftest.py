@@ -1,0 +1,55 @@
+"""Test configuration: float64, strict JAX promotion rules, and shared (session) fixtures.
+
+Every accuracy test runs in float64; tolerances are stated where they are asserted.
+"""
+
+import pathlib
+import sysconfig
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+import jax.numpy as jnp  # noqa: E402
+import pytest  # noqa: E402
+
+import jaxsoa  # noqa: E402
+
+
+def robots_dir() -> pathlib.Path:
+    """Where example-robot-data installs its URDFs (a cmeel package, under site-packages)."""
+    for key in ("purelib", "platlib"):
+        path = pathlib.Path(sysconfig.get_paths()[key]) / "cmeel.prefix/share/example-robot-data/robots"
+        if path.is_dir():
+            return path
+    raise RuntimeError("example-robot-data is not installed: pip install -e '.[dev]'")
+
+
+ROBOTS = {
+    # name: (path below robots_dir(), floating base)
+    "panda": ("panda_description/urdf/panda.urdf", False),
+    "ur5": ("ur_description/urdf/ur5_robot.urdf", False),
+    "solo12": ("solo_description/robots/solo12.urdf", True),
+}
+
+
+@pytest.fixture(scope="session")
+def robot_models():
+    """{name: (jaxsoa float64 model, pinocchio model)} for the reference robots, loaded once."""
+    import pinocchio as pin
+
+    out = {}
+    for name, (rel, floating) in ROBOTS.items():
+        path = str(robots_dir() / rel)
+        model = jaxsoa.load_urdf(path, floating_base=floating, dtype=jnp.float64)
+        pin_model = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if floating \
+            else pin.buildModelFromUrdf(path)
+        out[name] = (model, pin_model)
+    return out
+
+
+@pytest.fixture(scope="session")
+def panda(robot_models):
+    return robot_models["panda"][0]
