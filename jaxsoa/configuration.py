@@ -85,7 +85,8 @@ def _so3_left_jacobian(w):
     a = jnp.where(small, 0.5 - theta2 / 24.0, (1 - jnp.cos(theta)) / jnp.where(small, 1.0, theta2))
     b = jnp.where(small, 1.0 / 6.0 - theta2 / 120.0, (theta - jnp.sin(theta)) / (theta * jnp.where(small, 1.0, theta2)))
     w_hat = skew(w)
-    return jnp.eye(3, dtype=w.dtype) + a * w_hat + b * (w_hat @ w_hat)
+    eye = jnp.broadcast_to(jnp.eye(3, dtype=w.dtype), w_hat.shape)
+    return eye + a * w_hat + b * (w_hat @ w_hat)
 
 
 def configuration_derivative(model: Model, q, v):

@@ -122,27 +122,31 @@ def link_accelerations(model: Model, q, v, a):
     return link_motion(model, q, v, a, jnp.zeros(6, v.dtype))[1]
 
 
-def frame_jacobian(model: Model, q, link: int, reference="local"):
-    """(6, nv) Jacobian of link `link`'s spatial velocity, `[angular; linear]` rows.
+def joint_jacobians(model: Model, q, reference="world"):
+    """(n, 6, nv) Jacobians of every link's spatial velocity, `[angular; linear]` rows
+    (Pinocchio's `computeJointJacobians` + `getJointJacobian` for all joints at once).
 
     reference: "world" (at the world origin, world axes), "local" (link frame) or
     "local_world_aligned" (link origin, world axes) — Pinocchio's ReferenceFrame names.
     """
+    if reference not in ("world", "local", "local_world_aligned"):
+        raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
     trav = tree_traversal(model.parent)
     R_world_link, p_world_link = forward_kinematics(model, q, trav)
     S_world = motion_transform(R_world_link, p_world_link) @ motion_subspaces(model)   # (n, 6, d)
-    on_path = path_matrix(trav)[:, link]                      # J = Σ_{k on path} X_world_k S_k
-    S_world = jnp.where(on_path[:, None, None], S_world, 0.0)
-    J_world = from_slots(model, jnp.transpose(S_world, (1, 0, 2)))        # (6, nv)
+    P = path_matrix(trav).astype(S_world.dtype)        # J_k = Σ_{j on path of k} X_world_j S_j
+    J_world = from_slots(model, jnp.einsum("jk,jad->kajd", P, S_world))               # (n, 6, nv)
     if reference == "world":
         return J_world
-    R, p = R_world_link[link], p_world_link[link]
-    if reference == "local":
-        return jax.vmap(lambda col: inv_act_motion(R, p, col), in_axes=1, out_axes=1)(J_world)
     if reference == "local_world_aligned":
-        eye = jnp.eye(3, dtype=R.dtype)
-        return jax.vmap(lambda col: inv_act_motion(eye, p, col), in_axes=1, out_axes=1)(J_world)
-    raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
+        R_world_link = jnp.broadcast_to(jnp.eye(3, dtype=R_world_link.dtype), R_world_link.shape)
+    to_link = jax.vmap(jax.vmap(inv_act_motion, in_axes=(None, None, 1), out_axes=1))
+    return to_link(R_world_link, p_world_link, J_world)
+
+
+def frame_jacobian(model: Model, q, link: int, reference="local"):
+    """(6, nv) Jacobian of link `link`'s spatial velocity; see `joint_jacobians`."""
+    return joint_jacobians(model, q, reference)[link]
 
 
 def center_of_mass(model: Model, q):

@@ -85,8 +85,9 @@ def log_so3(R):
     """(..., 3, 3) -> (..., 3) rotation vector, via the quaternion (accurate for angles up to π)."""
     quat = rotation_to_quat(R)
     v, w = quat[..., :3], quat[..., 3]
-    sin_half = jnp.linalg.norm(v, axis=-1)
-    small = sin_half < 1e-8
-    angle = 2.0 * jnp.arctan2(sin_half, w)
-    scale = jnp.where(small, 2.0 / jnp.where(small, w, 1.0), angle / jnp.where(small, 1.0, sin_half))
+    sin_half2 = jnp.sum(v * v, axis=-1)
+    small = sin_half2 < 1e-16
+    sin_half = jnp.sqrt(jnp.where(small, 1.0, sin_half2))   # never the norm of 0: finite reverse-mode
+    angle = 2.0 * jnp.arctan2(sin_half, w)                   # gradients at the identity
+    scale = jnp.where(small, 2.0 / jnp.where(small, w, 1.0), angle / sin_half)
     return v * scale[..., None]

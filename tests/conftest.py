@@ -3,8 +3,13 @@
 Every accuracy test runs in float64; tolerances are stated where they are asserted.
 """
 
+import os
 import pathlib
 import sysconfig
+
+# XLA's new CPU fusion emitters (JAX >= 0.10) compile our scans about twice as slowly and run
+# them slower (docs/benchmarks.md); results are identical. Set before JAX starts.
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
 
 import jax
 

@@ -4,7 +4,8 @@
   as Pinocchio does; the URDF root link becomes link 0, welded to the world by a `fixed` joint
   (`floating_base=False`) or joined to it by a free joint (`floating_base=True`, Pinocchio's
   free-flyer layout: q = [x y z, qx qy qz qw, joints], v = [v_lin, ω (base frame), joints]).
-* Links are stored depth-first in the file's joint order, so q matches Pinocchio's order.
+* Links are stored depth-first, the children of a link in joint-name order (urdfdom keeps joints
+  in a name-sorted map, so that is Pinocchio's order, not the file's), so q matches Pinocchio's.
 * `continuous` joints become revolute joints with one coordinate (Pinocchio uses cos/sin).
 * Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced.
 * A link attached by a moving joint without `<inertial>` raises `ValueError`; so do planar and
@@ -74,7 +75,7 @@ def load_urdf(path, floating_base=False, **build_kwargs):
         if inertia is not None:
             body = bodies[body_index]
             body["inertia"] = _merge(body["inertia"], inertia, X_body_link)
-        for joint in children[link_name]:
+        for joint in sorted(children[link_name], key=lambda j: j.name):   # Pinocchio's sibling order
             X_body_joint = X_body_link @ (np.eye(4) if joint.origin is None else joint.origin)
             if joint.type == "fixed":
                 add_link(joint.child, body_index, X_body_joint)

@@ -1,0 +1,35 @@
+"""Run the reproductions on small defaults, print their tables and write their plots.
+
+    python -m experiments.reproduce [--out outputs] [--only NAME ...]
+
+Available now: `core` (jaxsoa vs Pinocchio on the Panda in float64/float32, and the pendulum's
+exact period). The seed reproductions (seed000, seed000-loop, seed001, seed002, seed004) join
+this registry as their issues land.
+"""
+
+import argparse
+import pathlib
+
+from tqdm import tqdm
+
+from experiments import reproduce_core
+
+REPRODUCTIONS = {
+    "core": reproduce_core.run,
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="outputs", help="root folder for the outputs (default: outputs)")
+    parser.add_argument("--only", nargs="*", choices=sorted(REPRODUCTIONS), help="run only these")
+    args = parser.parse_args(argv)
+    names = args.only or list(REPRODUCTIONS)
+    for name in tqdm(names, desc="reproductions"):
+        print(f"\n== {name} ==")
+        REPRODUCTIONS[name](pathlib.Path(args.out) / name)
+    print(f"\nall outputs under {pathlib.Path(args.out).resolve()}")
+
+
+if __name__ == "__main__":
+    main()
