@@ -29,8 +29,8 @@ def panda_errors(n_states=100, seed=0):
     rng = np.random.default_rng(seed)
     q = np.stack([pin.randomConfiguration(pin_model) for _ in range(n_states)])
     v, a = rng.normal(size=(2, n_states, pin_model.nv))
-    tau = np.stack([pin.rnea(pin_model, pin_data, *x).copy() for x in zip(q, v, a)])
-    qdd = np.stack([pin.aba(pin_model, pin_data, *x).copy() for x in zip(q, v, tau)])
+    tau = np.stack([pin.rnea(pin_model, pin_data, *x).copy() for x in zip(q, v, a, strict=False)])
+    qdd = np.stack([pin.aba(pin_model, pin_data, *x).copy() for x in zip(q, v, tau, strict=False)])
     M = np.stack([pin.crba(pin_model, pin_data, x).copy() for x in q])
     M = np.triu(M) + np.swapaxes(np.triu(M, 1), 1, 2)
     rows = []
@@ -57,7 +57,7 @@ def pendulum_period(dts=(0.02, 0.01, 0.005)):
     results = []
     for dt in dts:
         qs, vs = rollout(model, jnp.array([jnp.pi / 2]), jnp.zeros(1), lambda t, q, v: jnp.zeros(1), dt,
-                         int(round(2.2 * exact / dt)))
+                         round(2.2 * exact / dt))
         t = np.arange(len(vs)) * dt
         w = np.asarray(vs[:, 0])
         crossings = [t[i] - w[i] * dt / (w[i + 1] - w[i]) for i in range(1, len(w) - 1)

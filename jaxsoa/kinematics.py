@@ -149,10 +149,20 @@ def frame_jacobian(model: Model, q, link: int, reference="local"):
     return joint_jacobians(model, q, reference)[link]
 
 
+def welded_to_world(model: Model, trav=None):
+    """(n,) bool: links with no moving joint on their path to the world (they never move)."""
+    trav = tree_traversal(model.parent) if trav is None else trav
+    moving = jnp.asarray([t != joints.FIXED for t in model.joint_types])
+    return ~jnp.any(path_matrix(trav) & moving[:, None], axis=0)
+
+
 def center_of_mass(model: Model, q):
-    """(3,) centre of mass of the whole system in the world frame: Σ m_k c_k / Σ m_k."""
-    R_world_link, p_world_link = forward_kinematics(model, q)
+    """(3,) centre of mass of the links that can move, in the world frame: Σ m_k c_k / Σ m_k.
+    Links welded to the world (a fixed base) are left out, as in Pinocchio's `centerOfMass`."""
+    trav = tree_traversal(model.parent)
+    R_world_link, p_world_link = forward_kinematics(model, q, trav)
     mass, com, _ = link_inertia(model)
+    mass = jnp.where(welded_to_world(model, trav), 0.0, mass)
     com_world = p_world_link + jnp.einsum("nij,nj->ni", R_world_link, com)
     return jnp.sum(mass[:, None] * com_world, 0) / jnp.sum(mass)
 
