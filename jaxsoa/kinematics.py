@@ -15,6 +15,8 @@ from jaxsoa.spatial import (
     act_force,
     cross_motion,
     inv_act_motion,
+    mat_mul,
+    mat_vec,
     motion_transform,
     se3_compose,
     spatial_inertia,
@@ -95,9 +97,9 @@ def motion_pass(trav, frames, S, qd_slots, qdd_slots, a_root):
     def step(d, motion_parent):
         R, p, S_k, qd, qdd = d
         v_parent, a_parent = motion_parent
-        v_joint = S_k @ qd
+        v_joint = mat_vec(S_k, qd)
         v_link = inv_act_motion(R, p, v_parent) + v_joint
-        a_link = inv_act_motion(R, p, a_parent) + S_k @ qdd + cross_motion(v_link, v_joint)
+        a_link = inv_act_motion(R, p, a_parent) + mat_vec(S_k, qdd) + cross_motion(v_link, v_joint)
         return (v_link, a_link), None
 
     zero = jnp.zeros(6, a_root.dtype)
@@ -133,9 +135,9 @@ def joint_jacobians(model: Model, q, reference="world"):
         raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
     trav = tree_traversal(model.parent)
     R_world_link, p_world_link = forward_kinematics(model, q, trav)
-    S_world = motion_transform(R_world_link, p_world_link) @ motion_subspaces(model)   # (n, 6, d)
+    S_world = mat_mul(motion_transform(R_world_link, p_world_link), motion_subspaces(model))  # (n, 6, d)
     P = path_matrix(trav).astype(S_world.dtype)        # J_k = Σ_{j on path of k} X_world_j S_j
-    J_world = from_slots(model, jnp.einsum("jk,jad->kajd", P, S_world))               # (n, 6, nv)
+    J_world = from_slots(model, P.T[:, None, :, None] * jnp.transpose(S_world, (1, 0, 2))[None])  # (n, 6, nv)
     if reference == "world":
         return J_world
     if reference == "local_world_aligned":
@@ -163,7 +165,7 @@ def center_of_mass(model: Model, q):
     R_world_link, p_world_link = forward_kinematics(model, q, trav)
     mass, com, _ = link_inertia(model)
     mass = jnp.where(welded_to_world(model, trav), 0.0, mass)
-    com_world = p_world_link + jnp.einsum("nij,nj->ni", R_world_link, com)
+    com_world = p_world_link + mat_vec(R_world_link, com)
     return jnp.sum(mass[:, None] * com_world, 0) / jnp.sum(mass)
 
 
@@ -173,7 +175,7 @@ def spatial_momentum(model: Model, q, v):
     trav = tree_traversal(model.parent)
     R_world_link, p_world_link = forward_kinematics(model, q, trav)
     v_links, _ = link_motion(model, q, v, jnp.zeros_like(v), jnp.zeros(6, v.dtype), trav)
-    h_links = jnp.einsum("nij,nj->ni", link_spatial_inertia(model), v_links)
+    h_links = mat_vec(link_spatial_inertia(model), v_links)
     return jnp.sum(act_force(R_world_link, p_world_link, h_links), 0)
 
 

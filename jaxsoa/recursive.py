@@ -18,7 +18,18 @@ from jaxsoa.kinematics import (
     to_slots,
 )
 from jaxsoa.model import Model
-from jaxsoa.spatial import act_force, cross_force, cross_motion, force_transform, inv_act_motion, motion_transform
+from jaxsoa.spatial import (
+    act_force,
+    cross_force,
+    cross_motion,
+    force_transform,
+    inv_act_motion,
+    mat_mul,
+    mat_tvec,
+    mat_vec,
+    motion_transform,
+    transform_inertia,
+)
 from jaxsoa.traversal import inward, outward, path_matrix, tree_traversal
 
 
@@ -28,7 +39,7 @@ def _world_acceleration(model: Model):
 
 def _bias_forces(I, v_links, f_ext):
     """b_k − f_ext,k = V_k ×* (M_k V_k) − f_ext,k, all links at once: (n, 6)."""
-    b = cross_force(v_links, jnp.einsum("nij,nj->ni", I, v_links))
+    b = cross_force(v_links, mat_vec(I, v_links))
     return b if f_ext is None else b - f_ext
 
 
@@ -39,12 +50,12 @@ def rnea(model: Model, q, v, a, f_ext=None, trav=None):
     v_links, a_links = motion_pass(trav, frames, S, to_slots(model, v), to_slots(model, a),
                                    _world_acceleration(model))
     I = link_spatial_inertia(model)
-    f_links = jnp.einsum("nij,nj->ni", I, a_links) + _bias_forces(I, v_links, f_ext)
+    f_links = mat_vec(I, a_links) + _bias_forces(I, v_links, f_ext)
 
     def step(d, f_children):                   # f(k) = Σ_c φ(k,c) f(c) + M α + b − f_ext;  T = H f
         R, p, S_k, f_k = d
         f_total = f_k + f_children
-        return S_k.T @ f_total, act_force(R, p, f_total)
+        return mat_tvec(S_k, f_total), act_force(R, p, f_total)
 
     tau_slots = inward(trav, step, (*frames, S, f_links), jnp.zeros(6, f_links.dtype))
     return from_slots(model, tau_slots)
@@ -75,7 +86,7 @@ def aba(model: Model, q, v, tau, f_ext=None, trav=None):
     zero_slots = jnp.zeros_like(qd_slots)
     v_links, _ = motion_pass(trav, frames, S, qd_slots, zero_slots, jnp.zeros(6, v.dtype))
     I = link_spatial_inertia(model)
-    coriolis = cross_motion(v_links, jnp.einsum("nij,nj->ni", S, qd_slots))   # a(k) = V × H^T θ̇
+    coriolis = cross_motion(v_links, mat_vec(S, qd_slots))   # a(k) = V × H^T θ̇
     bias = _bias_forces(I, v_links, f_ext)                                      # b(k) − f_ext(k)
     pad = jnp.asarray(~model.dof_mask, I.dtype)
 
@@ -83,16 +94,16 @@ def aba(model: Model, q, v, tau, f_ext=None, trav=None):
         R, p, S_k, I_k, a_k, b_k, tau_k, pad_k = d
         P_children, z_children = acc
         P = I_k + P_children                         # 𝒫(k) = M(k) + Σ_c φ 𝒫⁺(c) φᵀ
-        z = P @ a_k + b_k + z_children               # z(k) = Σ_c φ z⁺(c) + 𝒫 a + b − f_ext
-        U = P @ S_k
-        D_inv = _inverse_small(S_k.T @ U + jnp.diag(pad_k))   # D = H 𝒫 Hᵀ (identity on padding)
-        G = U @ D_inv                                # G = 𝒫 Hᵀ D⁻¹
-        eps = tau_k - S_k.T @ z                      # ε = T − H z
-        nu = D_inv @ eps                             # ν = D⁻¹ ε
-        P_plus = P - G @ U.T                         # 𝒫⁺ = (I − G H) 𝒫
-        z_plus = z + G @ eps                         # z⁺ = z + G ε
+        z = mat_vec(P, a_k) + b_k + z_children              # z(k) = Σ_c φ z⁺(c) + 𝒫 a + b − f_ext
+        U = mat_mul(P, S_k)
+        D_inv = _inverse_small(mat_mul(S_k.T, U) + jnp.diag(pad_k))   # D = H 𝒫 Hᵀ (identity on padding)
+        G = mat_mul(U, D_inv)                               # G = 𝒫 Hᵀ D⁻¹
+        eps = tau_k - mat_tvec(S_k, z)                     # ε = T − H z
+        nu = mat_vec(D_inv, eps)                            # ν = D⁻¹ ε
+        P_plus = P - mat_mul(G, U.T)                        # 𝒫⁺ = (I − G H) 𝒫
+        z_plus = z + mat_vec(G, eps)                        # z⁺ = z + G ε
         X_force = force_transform(R, p)
-        return (G, nu), (X_force @ P_plus @ X_force.T, X_force @ z_plus)
+        return (G, nu), (mat_mul(mat_mul(X_force, P_plus), X_force.T), mat_vec(X_force, z_plus))
 
     data = (*frames, S, I, coriolis, bias, to_slots(model, tau), pad)
     zero_acc = (jnp.zeros((6, 6), I.dtype), jnp.zeros(6, I.dtype))
@@ -106,8 +117,8 @@ def _outward_accelerations(model, trav, frames, S, coriolis, G, nu):
     def step(d, a_parent):
         R, p, S_k, a_k, G_k, nu_k = d
         a_plus = inv_act_motion(R, p, a_parent)
-        qdd = nu_k - G_k.T @ a_plus
-        return a_plus + S_k @ qdd + a_k, qdd
+        qdd = nu_k - mat_tvec(G_k, a_plus)
+        return a_plus + mat_vec(S_k, qdd) + a_k, qdd
 
     _, qdd_slots = outward(trav, step, (*frames, S, coriolis, G, nu), _world_acceleration(model))
     return qdd_slots
@@ -124,16 +135,16 @@ def crba(model: Model, q, trav=None):
         R, p, I_k = d
         Ic = I_k + Ic_children
         X_force = force_transform(R, p)
-        return Ic, X_force @ Ic @ X_force.T
+        return Ic, mat_mul(mat_mul(X_force, Ic), X_force.T)
 
     I = link_spatial_inertia(model)
     Ic = inward(trav, step, (*frames, I), jnp.zeros((6, 6), I.dtype))
     R_world, p_world = forward_kinematics(model, q, trav)
-    S_world = motion_transform(R_world, p_world) @ S                       # (n, 6, d)
-    X_force_world = force_transform(R_world, p_world)
-    F_world = X_force_world @ Ic @ jnp.swapaxes(X_force_world, -1, -2) @ S_world
+    S_world = mat_mul(motion_transform(R_world, p_world), S)                      # (n, 6, d)
+    F_world = mat_mul(transform_inertia(R_world, p_world, Ic), S_world)
     P = path_matrix(trav)
-    B = jnp.einsum("iad,jae->idje", S_world, F_world) * P.astype(S_world.dtype)[:, None, :, None]
+    S_rows, F_rows = jnp.swapaxes(S_world, 1, 2), jnp.swapaxes(F_world, 1, 2)             # (n, d, 6)
+    B = jnp.sum(S_rows[:, :, None, None, :] * F_rows[None, None], -1) * P.astype(S_world.dtype)[:, None, :, None]
     eye = jnp.eye(model.n_links, dtype=B.dtype)[:, None, :, None]
     M_slots = B + jnp.transpose(B, (2, 3, 0, 1)) - B * eye                 # (n, d, n, d)
     n_slots = model.n_links * model.dof_max

@@ -6,7 +6,7 @@ All functions act on the trailing axes and are pure JAX (jit/vmap/grad safe).
 
 import jax.numpy as jnp
 
-from jaxsoa.spatial import skew
+from jaxsoa.spatial import mat_mul, skew
 
 
 def quat_normalize(quat_xyzw):
@@ -78,7 +78,7 @@ def exp_so3(rotvec):
     b = jnp.where(small, 0.5 - theta2 / 24.0, (1.0 - jnp.cos(theta)) / jnp.where(small, 1.0, theta2))
     w_hat = skew(rotvec)
     eye = jnp.broadcast_to(jnp.eye(3, dtype=rotvec.dtype), w_hat.shape)
-    return eye + a * w_hat + b * (w_hat @ w_hat)
+    return eye + a * w_hat + b * mat_mul(w_hat, w_hat)
 
 
 def log_so3(R):

@@ -78,9 +78,9 @@ def outward(trav: Traversal, step, link_data, root_value):
 
     def body(buffer, xs):
         t, data_t, pos = xs
-        value_parent = tmap(lambda b, r: jnp.where(pos >= 0, b[jnp.maximum(pos, 0)], r), buffer, root_value)
+        value_parent = tmap(lambda b, r: jnp.where(pos >= 0, _read(b, pos), r), buffer, root_value)
         value, extra = step(data_t, value_parent)
-        buffer = tmap(lambda b, v: b.at[t].set(v), buffer, value)
+        buffer = tmap(lambda b, v: _write(b, v, t), buffer, value)
         return buffer, (value, extra)
 
     xs = (jnp.arange(n), data_seq, trav.parent_pos)
@@ -98,14 +98,24 @@ def inward(trav: Traversal, step, link_data, zero_acc):
 
     def body(acc, xs):
         t, data_t, pos = xs
-        out, up = step(data_t, tmap(lambda a: a[t], acc))
+        out, up = step(data_t, tmap(lambda a: _read(a, t), acc))
         keep = (pos >= 0).astype(jnp.result_type(*jax.tree_util.tree_leaves(up)))
-        acc = tmap(lambda a, u: a.at[jnp.maximum(pos, 0)].add(keep * u), acc, up)
+        acc = tmap(lambda a, u: _write(a, _read(a, pos) + keep * u, pos), acc, up)
         return acc, out
 
     xs = (jnp.arange(n), data_seq, trav.parent_pos)
     _, seq_out = jax.lax.scan(body, _alloc(zero_acc, n), xs, reverse=True, unroll=trav.unroll)
     return tmap(lambda y: y[trav.inverse_order], seq_out)
+
+
+def _read(buffer, pos):
+    """buffer[pos] as a dynamic slice (in place under XLA; a gather only if pos is batched)."""
+    return jax.lax.dynamic_index_in_dim(buffer, jnp.maximum(pos, 0), 0, keepdims=False)
+
+
+def _write(buffer, value, pos):
+    """buffer with buffer[pos] = value, as a dynamic update slice (in place under XLA)."""
+    return jax.lax.dynamic_update_index_in_dim(buffer, value, jnp.maximum(pos, 0), 0)
 
 
 def _select(mask, new, old):
