@@ -143,8 +143,7 @@ def crba(model: Model, q, trav=None):
     S_world = mat_mul(motion_transform(R_world, p_world), S)                      # (n, 6, d)
     F_world = mat_mul(transform_inertia(R_world, p_world, Ic), S_world)
     P = path_matrix(trav)
-    S_rows, F_rows = jnp.swapaxes(S_world, 1, 2), jnp.swapaxes(F_world, 1, 2)             # (n, d, 6)
-    B = jnp.sum(S_rows[:, :, None, None, :] * F_rows[None, None], -1) * P.astype(S_world.dtype)[:, None, :, None]
+    B = jnp.einsum("iad,jae->idje", S_world, F_world) * P.astype(S_world.dtype)[:, None, :, None]
     eye = jnp.eye(model.n_links, dtype=B.dtype)[:, None, :, None]
     M_slots = B + jnp.transpose(B, (2, 3, 0, 1)) - B * eye                 # (n, d, n, d)
     n_slots = model.n_links * model.dof_max

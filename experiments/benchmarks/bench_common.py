@@ -1,0 +1,278 @@
+"""Helpers for `bench_core`: robot loading, inputs, timing, the C/C++ anchors and the JAX worker.
+
+Every measurement is a *record* (a dict) with the per-sample time in µs (`per_sample_us`, the median
+over `repeats` of the mean of `number` calls, divided by `batch`), the compile time (JAX only) and, where
+it applies, `err`: the largest absolute difference from Pinocchio (float64) on the first sample.
+"""
+
+import functools
+import os
+import platform
+import statistics
+import sysconfig
+import time
+import xml.etree.ElementTree as ET
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+ALGOS = ("rnea", "aba", "crba")
+VARIANTS = {"seq-u1": ("sequential", 1), "seq-full": ("sequential", None), "levels": ("levels", 1)}
+THREADS = (1, 2)
+
+
+def panda_urdf() -> Path:
+    """The Franka Panda URDF of example-robot-data (a cmeel package under site-packages)."""
+    for key in ("purelib", "platlib"):
+        path = Path(sysconfig.get_paths()[key]) / "cmeel.prefix/share/example-robot-data/robots"
+        path = path / "panda_description/urdf/panda.urdf"
+        if path.is_file():
+            return path
+    raise RuntimeError("example-robot-data is not installed: pip install -e '.[dev]'")
+
+
+def mujoco_model(path):
+    """MuJoCo model of a URDF, dynamics only: <visual>, <collision> and <mimic> stripped (the mimic
+    finger coupling would add an equality constraint), constraints disabled and joint damping zeroed,
+    so that `qacc` is the forward dynamics that Pinocchio's ABA computes."""
+    import mujoco
+
+    root = ET.fromstring(Path(path).read_text())
+    for element in list(root):
+        for tag in ("visual", "collision", "mimic"):
+            for child in element.findall(tag):
+                element.remove(child)
+    ET.SubElement(ET.SubElement(root, "mujoco"), "compiler", fusestatic="false", discardvisual="true")
+    model = mujoco.MjModel.from_xml_string(ET.tostring(root, encoding="unicode"))
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    model.dof_damping[:] = 0.0
+    return model
+
+
+def make_inputs(nq, nv, batch, seed=0):
+    """float64 (batch, ·) arrays: q uniform in [-1, 1], v and u (acceleration or torque) standard normal."""
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1.0, 1.0, (batch, nq)), rng.normal(size=(batch, nv)), rng.normal(size=(batch, nv))
+
+
+def pin_reference(pin_model, q, v, u):
+    """Pinocchio's rnea, aba and (symmetrized) crba at one state."""
+    import pinocchio as pin
+
+    data = pin_model.createData()
+    M = pin.crba(pin_model, data, q)
+    return {"rnea": pin.rnea(pin_model, data, q, v, u).copy(), "aba": pin.aba(pin_model, data, q, v, u).copy(),
+            "crba": np.triu(M) + np.triu(M, 1).T}
+
+
+def measure(fn, args, repeats, target_s, max_call_s=None):
+    """Warm up, then time `repeats` rounds of `number` calls fn(*args) (a round lasts ~target_s).
+    If the warm-up call alone exceeds `max_call_s`, that single call is the measurement (slow=True)."""
+    t0 = time.perf_counter()
+    fn(*args)
+    first = time.perf_counter() - t0
+    if max_call_s is not None and first > max_call_s:
+        return {"call_s": first, "call_s_min": first, "repeats": 1, "number": 1, "slow": True}
+    if first < 0.5:
+        fn(*args)
+    number = max(1, min(20000, int(target_s / max(first, 1e-7))))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn(*args)
+        times.append((time.perf_counter() - t0) / number)
+    return {"call_s": statistics.median(times), "call_s_min": min(times), "repeats": repeats, "number": number,
+            "slow": False}
+
+
+def machine_info():
+    import mujoco
+    import pinocchio as pin
+
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "python": platform.python_version(), "pinocchio": pin.__version__,
+            "mujoco": mujoco.__version__, "numpy": np.__version__, "loadavg_start": os.getloadavg()}
+
+
+def anchor_cases(batches):
+    """(impl, variant, algo, batch) of the anchors, in run order."""
+    cases = []
+    for batch in batches:
+        cases += [("pinocchio", "loop", algo, batch) for algo in ALGOS]
+        cases += [("pinocchio", f"parallel-{t}t", algo, batch) for algo in ("rnea", "aba") for t in THREADS]
+        cases += [("mujoco", "mj_forward-loop", "forward", batch)]
+        cases += [("mujoco", f"rollout-{t}t", "step", batch) for t in THREADS]
+    return cases
+
+
+def run_anchors(batches, repeats, target_s):
+    """Pinocchio (Python loop and C++ *InParallel) and MuJoCo C (mj_forward loop, rollout) records."""
+    import mujoco
+    import pinocchio as pin
+    from mujoco import rollout
+
+    path = panda_urdf()
+    pm = pin.buildModelFromUrdf(str(path))
+    pd, pool = pm.createData(), pin.ModelPool(pm, max(THREADS))
+    mm = mujoco_model(path)
+    md = mujoco.MjData(mm)
+    full = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    for impl, variant, algo, batch in anchor_cases(batches):
+        q, v, u = make_inputs(pm.nq, pm.nv, batch)
+        if variant == "loop" and algo == "crba":
+            fn, args = _loop_crba, (pin.crba, pm, pd, q)
+        elif variant == "loop":
+            fn, args = _loop, (getattr(pin, algo), pm, pd, q, v, u)
+        elif variant.startswith("parallel"):
+            fn = getattr(pin, f"{algo}InParallel")
+            args = (_threads(variant), pool, *(np.asfortranarray(x.T) for x in (q, v, u)),
+                    np.zeros((pm.nv, batch), order="F"))
+        elif variant == "mj_forward-loop":
+            fn, args = _loop_mj_forward, (mujoco.mj_forward, mm, md, q, v, u)
+        else:                                       # rollout: one mj_step per state, u as qfrc_applied
+            state = np.zeros((batch, mujoco.mj_stateSize(mm, full)))
+            for i in range(batch):
+                md.qpos[:], md.qvel[:] = q[i], v[i]
+                mujoco.mj_getState(mm, md, state[i], full)
+            fn = functools.partial(rollout.rollout, control_spec=mujoco.mjtState.mjSTATE_QFRC_APPLIED, nstep=1)
+            args = (mm, [mujoco.MjData(mm) for _ in range(_threads(variant))], state, u[:, None, :].copy())
+        res = measure(fn, args, repeats, target_s)
+        yield {"impl": impl, "variant": variant, "algo": algo, "batch": batch, "dtype": "float64", "setting": "-",
+               "compile_s": None, "per_sample_us": res["call_s"] / batch * 1e6, **res}
+
+
+def _loop(fn, pm, pd, q, v, u):
+    for i in range(len(q)):
+        fn(pm, pd, q[i], v[i], u[i])
+
+
+def _loop_crba(fn, pm, pd, q):
+    for i in range(len(q)):
+        fn(pm, pd, q[i])
+
+
+def _loop_mj_forward(fn, mm, md, q, v, u):
+    for i in range(len(q)):
+        md.qpos[:], md.qvel[:], md.qfrc_applied[:] = q[i], v[i], u[i]
+        fn(mm, md)
+
+
+def jax_cases(batches, variant_batches, variant_algos, mjx):
+    """(impl, variant, algo, batch) run by one JAX worker, in run order."""
+    cases = []
+    for batch in batches:
+        for algo in ALGOS:
+            extra = batch in variant_batches and algo in variant_algos
+            names = [name for name in VARIANTS if name == "seq-u1" or extra]
+            cases += [("jaxsoa", name, algo, batch) for name in names]
+    if mjx:
+        cases += [("mjx", "forward", "forward", batch) for batch in batches]
+    return cases
+
+
+def run_worker(opts):
+    """JAX records (jaxsoa variants, MJX) in this process's XLA setting, for the one dtype opts.dtypes[0];
+    yields the records, then {"meta": ...}."""
+    import jax
+
+    dtype_name, repeats, target_s, skip_mjx = opts.dtypes[0], opts.repeats, opts.target_s, opts.skip_mjx or None
+    if dtype_name == "float64":
+        jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import jaxlib
+    import pinocchio as pin
+
+    import jaxsoa
+
+    dtype = jnp.dtype(dtype_name)
+    path = panda_urdf()
+    model = jaxsoa.load_urdf(str(path), floating_base=False, dtype=dtype)
+    pm = pin.buildModelFromUrdf(str(path))
+    mjx_state = {}
+    cases = jax_cases(opts.batches, opts.variant_batches, opts.variant_algos, not opts.no_mjx)
+    for impl, variant, algo, batch in cases:
+        rec = {"impl": impl, "variant": variant, "algo": algo, "batch": batch, "dtype": dtype_name}
+        q, v, u = make_inputs(model.nq, model.nv, batch)
+        ref = pin_reference(pm, q[0], v[0], u[0])
+        q, v, u = (jnp.asarray(x, dtype) for x in (q, v, u))
+        if impl == "jaxsoa":
+            strategy, unroll = VARIANTS[variant]
+            unroll = model.n_links if unroll is None else unroll
+            rec["unroll"] = unroll
+
+            def batched(m, q, v, u, algo=algo, strategy=strategy, unroll=unroll):
+                trav = jaxsoa.tree_traversal(m.parent, strategy=strategy, unroll=unroll)
+                if algo == "crba":
+                    return jax.vmap(lambda q: jaxsoa.crba(m, q, trav=trav))(q)
+                return jax.vmap(lambda q, v, u: getattr(jaxsoa, algo)(m, q, v, u, trav=trav))(q, v, u)
+
+            args = (model, q, v, u)
+            t0 = time.perf_counter()
+            compiled = jax.jit(batched).lower(*args).compile()
+        else:
+            predicted = mjx_state.get("per_sample_s", 0.0) * batch
+            if not skip_mjx and predicted > opts.max_call_s:
+                skip_mjx = (f"skipped from batch {batch}: predicted {predicted:.3g} s per call "
+                            f"(> --max-call-s) from the smaller batch")
+            if skip_mjx:
+                yield {**rec, "skipped": skip_mjx}
+                continue
+            if not mjx_state:
+                from mujoco import mjx as mjx_mod
+
+                mx = mjx_mod.put_model(mujoco_model(path))
+                mjx_state.update(mx=mx, data=mjx_mod.make_data(mx), forward=mjx_mod.forward)
+            args = (mjx_state["mx"], jax.vmap(_mjx_state_of, in_axes=(None, 0, 0, 0))(mjx_state["data"], q, v, u))
+            t0 = time.perf_counter()
+            compiled = jax.jit(jax.vmap(mjx_state["forward"], in_axes=(None, 0))).lower(*args).compile()
+        rec["compile_s"] = time.perf_counter() - t0
+        out = compiled(*args)
+        out = out.qacc if impl == "mjx" else out
+        rec["out_dtype"] = str(out.dtype)
+        rec["err"] = float(np.abs(np.asarray(out[0], np.float64) - ref["aba" if impl == "mjx" else algo]).max())
+        res = measure(_blocking, (compiled, *args), repeats, target_s,
+                      opts.max_call_s if impl == "mjx" else None)
+        if impl == "mjx":
+            mjx_state["per_sample_s"] = res["call_s"] / batch
+        if impl == "mjx" and res["slow"]:
+            skip_mjx = f"skipped after a {res['call_s']:.3g} s call at batch {batch}"
+        yield {**rec, "per_sample_us": res["call_s"] / batch * 1e6, **res}
+    yield {"meta": {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "mujoco_mjx": _version("mujoco-mjx"),
+                    "devices": [str(d) for d in jax.devices()], "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                    "x64": bool(jax.config.jax_enable_x64), "dtype": dtype_name, "n_links": model.n_links,
+                    "nq": model.nq, "nv": model.nv, "mjx_impl": str(getattr(mjx_state.get("mx"), "impl", None)),
+                    "loadavg_end": os.getloadavg()}}
+
+
+def _mjx_state_of(data, q, v, u):
+    return data.replace(qpos=q, qvel=v, qfrc_applied=u)
+
+
+def _blocking(fn, *args):
+    import jax
+
+    return jax.block_until_ready(fn(*args))
+
+
+def _threads(variant):
+    return int(variant.rsplit("-", 1)[1].rstrip("t"))
+
+
+def _version(dist):
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def md_table(headers, rows):
+    """A markdown table; None is shown as an empty cell, floats with 3 significant digits."""
+    def cell(x):
+        if x is None:
+            return ""
+        return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows])
