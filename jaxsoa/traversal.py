@@ -68,44 +68,41 @@ def _alloc(tree, n):
     return tmap(lambda x: jnp.zeros((n, *jnp.shape(x)), jnp.result_type(x)), tree)
 
 
+def _scan_links(trav: Traversal, body, init, link_data, reverse):
+    """Scan `body(carry, (t, data_t, parent_pos_t))` over the depth-sorted links (tips first if
+    `reverse`) and return its per-link outputs in storage order."""
+    n = trav.parent.shape[0]
+    xs = (jnp.arange(n), tmap(lambda x: x[trav.order], link_data), trav.parent_pos)
+    _, seq_out = jax.lax.scan(body, init, xs, reverse=reverse, unroll=trav.unroll)
+    return tmap(lambda y: y[trav.inverse_order], seq_out)
+
+
 def outward(trav: Traversal, step, link_data, root_value):
     """Root-to-tips pass. Returns (values, extras), each stacked (n, ...) in storage order."""
-    n = trav.parent.shape[0]
     if trav.strategy == "levels":
         return _outward_levels(trav, step, link_data, root_value)
 
-    data_seq = tmap(lambda x: x[trav.order], link_data)
-
-    def body(buffer, xs):
+    def body(buffer, xs):                 # value_t = step(data_t, buffer[parent_pos_t] or root)
         t, data_t, pos = xs
         value_parent = tmap(lambda b, r: jnp.where(pos >= 0, _read(b, pos), r), buffer, root_value)
         value, extra = step(data_t, value_parent)
-        buffer = tmap(lambda b, v: _write(b, v, t), buffer, value)
-        return buffer, (value, extra)
+        return tmap(lambda b, v: _write(b, v, t), buffer, value), (value, extra)
 
-    xs = (jnp.arange(n), data_seq, trav.parent_pos)
-    _, seq_out = jax.lax.scan(body, _alloc(root_value, n), xs, unroll=trav.unroll)
-    return tmap(lambda y: y[trav.inverse_order], seq_out)
+    return _scan_links(trav, body, _alloc(root_value, trav.parent.shape[0]), link_data, reverse=False)
 
 
 def inward(trav: Traversal, step, link_data, zero_acc):
     """Tips-to-root pass. Returns the `out` of every link, stacked (n, ...) in storage order."""
-    n = trav.parent.shape[0]
     if trav.strategy == "levels":
         return _inward_levels(trav, step, link_data, zero_acc)
 
-    data_seq = tmap(lambda x: x[trav.order], link_data)
-
-    def body(acc, xs):
+    def body(acc, xs):                    # out_t, up_t = step(data_t, acc[t]);  acc[parent_pos_t] += up_t
         t, data_t, pos = xs
         out, up = step(data_t, tmap(lambda a: _read(a, t), acc))
         keep = (pos >= 0).astype(jnp.result_type(*jax.tree_util.tree_leaves(up)))
-        acc = tmap(lambda a, u: _write(a, _read(a, pos) + keep * u, pos), acc, up)
-        return acc, out
+        return tmap(lambda a, u: _write(a, _read(a, pos) + keep * u, pos), acc, up), out
 
-    xs = (jnp.arange(n), data_seq, trav.parent_pos)
-    _, seq_out = jax.lax.scan(body, _alloc(zero_acc, n), xs, reverse=True, unroll=trav.unroll)
-    return tmap(lambda y: y[trav.inverse_order], seq_out)
+    return _scan_links(trav, body, _alloc(zero_acc, trav.parent.shape[0]), link_data, reverse=True)
 
 
 def _read(buffer, pos):
