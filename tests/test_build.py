@@ -221,6 +221,12 @@ def test_load_urdf_non_unit_axis_is_normalised(tmp_path):
     np.testing.assert_allclose(np.asarray(jaxsoa.load_urdf(path, dtype=jnp.float64).joint_axis[1]), [0, 0, 1])
 
 
+def test_load_urdf_zero_axis_names_joint(tmp_path):
+    path = write_urdf(tmp_path, link("base"), link("arm"), joint("shoulder", "revolute", "base", "arm", axis="0 0 0"))
+    with pytest.raises(ValueError, match=r"'shoulder'.*'axis'"):
+        jaxsoa.load_urdf(path)
+
+
 VALID_URDF = (
     link("base", inertial(mass=2.0, xyz="0 0 0.05", ixx=0.02, iyy=0.03, izz=0.04)),
     link("upper_arm", inertial(mass=1.0, xyz="0 0 0.2", rpy="0.1 0 0.3", ixx=0.01, iyy=0.012, izz=0.005, ixy=0.001)),

@@ -7,6 +7,8 @@
 * Links are stored depth-first, the children of a link in joint-name order (urdfdom keeps joints
   in a name-sorted map, so that is Pinocchio's order, not the file's), so q matches Pinocchio's.
 * `continuous` joints become revolute joints with one coordinate (Pinocchio uses cos/sin).
+* Joint axes are normalised (the URDF spec asks for unit axes; Pinocchio normalises too); a
+  zero axis raises `ValueError` naming the joint and link.
 * Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced.
 * A link attached by a moving joint without `<inertial>` raises `ValueError`; so do planar and
   floating URDF joints, which jaxsoa does not model.
@@ -84,6 +86,9 @@ def load_urdf(path, floating_base=False, **build_kwargs):
                 raise ValueError(f"URDF link '{joint.child}' (child of moving joint '{joint.name}') "
                                  "has no <inertial>")
             axis = np.array([1.0, 0.0, 0.0]) if joint.axis is None else np.asarray(joint.axis, float)
+            if not np.linalg.norm(axis) > 0:
+                raise ValueError(f"URDF joint '{joint.name}' (link '{joint.child}'): field 'axis' is zero "
+                                 "or not finite")
             bodies.append(dict(name=joint.child, joint=joint.name, type=_MOVING[joint.type],
                                parent=body_index, axis=axis / np.linalg.norm(axis),
                                placement=X_body_joint, inertia=(0.0, np.zeros(3), np.zeros((3, 3)))))
