@@ -2,6 +2,16 @@
 
 from jaxsoa.build import build_model
 from jaxsoa.configuration import configuration_derivative, integrate, neutral, random_configuration
+from jaxsoa.control import computed_torque, critically_damped_gains, free_floating_computed_torque
+from jaxsoa.floating import (
+    free_floating_aba,
+    free_floating_rnea,
+    from_virtual_base_state,
+    generalized_jacobian,
+    to_virtual_base_state,
+    with_virtual_base,
+)
+from jaxsoa.integrators import rk4_step, rollout, semi_implicit_euler_step
 from jaxsoa.io.urdf import load_urdf
 from jaxsoa.kinematics import (
     center_of_mass,
@@ -14,13 +24,43 @@ from jaxsoa.kinematics import (
     spatial_momentum,
 )
 from jaxsoa.model import Model
-from jaxsoa.recursive import aba, crba, generalized_gravity, nonlinear_effects, rnea
+from jaxsoa.recursive import aba, composite_inertias, crba, generalized_gravity, nonlinear_effects, rnea
 from jaxsoa.traversal import path_matrix, tree_traversal
 
 __all__ = [
-    "Model", "aba", "build_model", "center_of_mass", "centroidal_momentum",
-    "configuration_derivative", "crba", "forward_kinematics", "frame_jacobian",
-    "generalized_gravity", "integrate", "joint_jacobians", "link_accelerations", "link_velocities", "load_urdf",
-    "neutral", "nonlinear_effects", "path_matrix", "random_configuration", "rnea",
-    "spatial_momentum", "tree_traversal",
+    "Model",
+    "aba",
+    "build_model",
+    "center_of_mass",
+    "centroidal_momentum",
+    "composite_inertias",
+    "computed_torque",
+    "configuration_derivative",
+    "crba",
+    "critically_damped_gains",
+    "forward_kinematics",
+    "frame_jacobian",
+    "free_floating_aba",
+    "free_floating_computed_torque",
+    "free_floating_rnea",
+    "from_virtual_base_state",
+    "generalized_gravity",
+    "generalized_jacobian",
+    "integrate",
+    "joint_jacobians",
+    "link_accelerations",
+    "link_velocities",
+    "load_urdf",
+    "neutral",
+    "nonlinear_effects",
+    "path_matrix",
+    "random_configuration",
+    "rk4_step",
+    "rnea",
+    "rollout",
+    "semi_implicit_euler_step",
+    "spatial_momentum",
+    "to_virtual_base_state",
+    "tree_traversal",
+    "with_virtual_base",
 ]

@@ -124,12 +124,10 @@ def _outward_accelerations(model, trav, frames, S, coriolis, G, nu):
     return qdd_slots
 
 
-def crba(model: Model, q, trav=None):
-    """Joint-space mass matrix M(q) (nv, nv) from composite inertias:
-    Ic(k) = M(k) + Σ_c φ Ic(c) φᵀ (inward), then M[i, j] = S_iᵀ Ic_j S_j in world axes for
-    every link i on the path from j to the root (masked by the path matrix), symmetrised."""
+def composite_inertias(model: Model, q, trav=None):
+    """(n, 6, 6) composite inertia of each link's subtree in the link frame:
+    Ic(k) = M(k) + Σ_c φ(k,c) Ic(c) φᵀ(k,c)."""
     trav = tree_traversal(model.parent) if trav is None else trav
-    frames, S = joint_frames(model, q), motion_subspaces(model)
 
     def step(d, Ic_children):
         R, p, I_k = d
@@ -138,7 +136,16 @@ def crba(model: Model, q, trav=None):
         return Ic, mat_mul(mat_mul(X_force, Ic), X_force.T)
 
     I = link_spatial_inertia(model)
-    Ic = inward(trav, step, (*frames, I), jnp.zeros((6, 6), I.dtype))
+    return inward(trav, step, (*joint_frames(model, q), I), jnp.zeros((6, 6), I.dtype))
+
+
+def crba(model: Model, q, trav=None):
+    """Joint-space mass matrix M(q) (nv, nv) from composite inertias (`composite_inertias`):
+    M[i, j] = S_iᵀ Ic_j S_j in world axes for every link i on the path from j to the root
+    (masked by the path matrix), symmetrised."""
+    trav = tree_traversal(model.parent) if trav is None else trav
+    S = motion_subspaces(model)
+    Ic = composite_inertias(model, q, trav)
     R_world, p_world = forward_kinematics(model, q, trav)
     S_world = mat_mul(motion_transform(R_world, p_world), S)                      # (n, 6, d)
     F_world = mat_mul(transform_inertia(R_world, p_world, Ic), S_world)
