@@ -3,8 +3,9 @@
     python -m experiments.reproduce [--out outputs] [--only NAME ...]
 
 Available now: `core` (jaxsoa vs Pinocchio on the Panda in float64/float32, and the pendulum's
-exact period). The seed reproductions (seed000, seed000-loop, seed001, seed002, seed004) join
-this registry as their issues land.
+exact period) and `seed002` (the 7-DOF space arm: fixed and free-floating forward/inverse dynamics
+and computed-torque control vs Pinocchio and MuJoCo). The other seed reproductions (seed000,
+seed000-loop, seed001, seed004) join this registry as their issues land.
 """
 
 import argparse
@@ -12,10 +13,11 @@ import pathlib
 
 from tqdm import tqdm
 
-from experiments import reproduce_core
+from experiments import reproduce_core, reproduce_seed002
 
 REPRODUCTIONS = {
     "core": reproduce_core.run,
+    "seed002": reproduce_seed002.run,
 }
 
 

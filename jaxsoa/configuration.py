@@ -13,21 +13,11 @@ from jaxsoa.rotation import quat_exp, quat_multiply, quat_normalize, quat_to_rot
 from jaxsoa.spatial import skew
 
 
-def _q_index(model: Model, joint_type):
-    return model.q_columns(joint_type)
-
-
-def _v_index(model: Model, joint_type):
-    links = model.links_of_type(joint_type)
-    return jnp.asarray([[model.idx_v[k] + i for i in range(joints.NV[joint_type])] for k in links],
-                       dtype=jnp.int32).reshape(len(links), joints.NV[joint_type])
-
-
 def neutral(model: Model, dtype=None):
     """(nq,) zero angles and displacements, identity quaternions, free joints at the origin."""
     q = jnp.zeros(model.nq, dtype or model.joint_axis.dtype)
     for joint_type in (joints.SPHERICAL, joints.FREE):
-        cols = _q_index(model, joint_type)
+        cols = model.q_columns(joint_type)
         if cols.size:
             q = q.at[cols[:, -1]].set(1.0)
     return q
@@ -40,15 +30,15 @@ def random_configuration(model: Model, key, angle_range=jnp.pi, position_range=1
     dtype = model.joint_axis.dtype
     q = jax.random.uniform(k_scalar, (model.nq,), dtype, -angle_range, angle_range)
     for joint_type in (joints.PRISMATIC,):
-        cols = _q_index(model, joint_type)
+        cols = model.q_columns(joint_type)
         if cols.size:
             q = q.at[cols[:, 0]].set(q[cols[:, 0]] * position_range / angle_range)
     for joint_type in (joints.SPHERICAL, joints.FREE):
-        cols = _q_index(model, joint_type)
+        cols = model.q_columns(joint_type)
         if cols.size:
             quats = quat_normalize(jax.random.normal(k_quat, (cols.shape[0], 4), dtype))
             q = q.at[cols[:, -4:]].set(quats)
-    cols = _q_index(model, joints.FREE)
+    cols = model.q_columns(joints.FREE)
     if cols.size:
         q = q.at[cols[:, :3]].set(jax.random.uniform(k_pos, (cols.shape[0], 3), dtype,
                                                      -position_range, position_range))
@@ -60,13 +50,13 @@ def integrate(model: Model, q, v):
     of the body twist (v, ω) for free joints (Pinocchio's `integrate`). (nq,), (nv,) -> (nq,)."""
     out = q
     for joint_type in (joints.REVOLUTE, joints.PRISMATIC):
-        cols, vcols = _q_index(model, joint_type), _v_index(model, joint_type)
+        cols, vcols = model.q_columns(joint_type), model.v_columns(joint_type)
         if cols.size:
             out = out.at[cols[:, 0]].add(v[vcols[:, 0]])
-    cols, vcols = _q_index(model, joints.SPHERICAL), _v_index(model, joints.SPHERICAL)
+    cols, vcols = model.q_columns(joints.SPHERICAL), model.v_columns(joints.SPHERICAL)
     if cols.size:
         out = out.at[cols].set(quat_normalize(quat_multiply(q[cols], quat_exp(v[vcols]))))
-    cols, vcols = _q_index(model, joints.FREE), _v_index(model, joints.FREE)
+    cols, vcols = model.q_columns(joints.FREE), model.v_columns(joints.FREE)
     if cols.size:
         quat, twist = q[cols[:, 3:]], v[vcols]
         lin, ang = twist[:, :3], twist[:, 3:]

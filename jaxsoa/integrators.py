@@ -8,27 +8,53 @@ State x = (q (nq,), v (nv,)); a controller is `tau = control(t, q, v)` (nv,).
 import jax
 import jax.numpy as jnp
 
+from jaxsoa import joints
 from jaxsoa.configuration import integrate
 from jaxsoa.model import Model
 from jaxsoa.recursive import aba
 
 
+def _dexp_inv(model: Model, delta, v):
+    """Rate of the tangent coordinate δ (q(t) = q ⊕ δ(t)) for body velocity v:
+    δ̇ = v + ½ [δ, v] + 1/12 [δ, [δ, v]] (dexp⁻¹ truncated; the next term is O(|δ|⁴)), with the
+    so(3) bracket for spherical joints and the se(3) bracket for free joints ([v; ω] layout);
+    identity for 1-DoF joints. (nv,), (nv,) -> (nv,)."""
+    out = v
+    for joint_type in (joints.SPHERICAL, joints.FREE):
+        vcols = model.v_columns(joint_type)
+        if vcols.size == 0:
+            continue
+        d, x = delta[vcols], v[vcols]
+        if joint_type == joints.SPHERICAL:
+            def bracket(y, d=d):
+                return jnp.cross(d, y)
+        else:
+            def bracket(y, d=d):                # [(v₁, ω₁), (v₂, ω₂)] = (ω₁×v₂ − ω₂×v₁, ω₁×ω₂)
+                return jnp.concatenate([jnp.cross(d[:, 3:], y[:, :3]) + jnp.cross(d[:, :3], y[:, 3:]),
+                                        jnp.cross(d[:, 3:], y[:, 3:])], axis=1)
+        once = bracket(x)
+        out = out.at[vcols].set(x + 0.5 * once + bracket(once) / 12)
+    return out
+
+
 def rk4_step(model: Model, q, v, tau, dt):
-    """One classical Runge–Kutta step with τ held over the step. Stages are taken in the
-    tangent space: q_i = q ⊕ (dt c_i v_i), and q_{n+1} = q ⊕ dt (v₁ + 2v₂ + 2v₃ + v₄)/6."""
+    """One classical Runge–Kutta step with τ held over the step, on the configuration manifold
+    (Runge–Kutta–Munthe-Kaas): stages q_i = q ⊕ δ_i with the tangent coordinates δ integrated
+    as δ̇ = dexp⁻¹_δ(v), so the step is 4th order for spherical and free joints too (integrating
+    δ̇ = v instead is only 2nd order once ω changes direction)."""
     def accel(dv, dq_tangent):
         return aba(model, integrate(model, q, dq_tangent), v + dv, tau)
 
     zero = jnp.zeros_like(v)
     a1 = accel(zero, zero)
-    v1 = v
-    a2 = accel(0.5 * dt * a1, 0.5 * dt * v1)
-    v2 = v + 0.5 * dt * a1
-    a3 = accel(0.5 * dt * a2, 0.5 * dt * v2)
-    v3 = v + 0.5 * dt * a2
-    a4 = accel(dt * a3, dt * v3)
-    v4 = v + dt * a3
-    q_next = integrate(model, q, dt * (v1 + 2 * v2 + 2 * v3 + v4) / 6)
+    k1 = v
+    a2 = accel(0.5 * dt * a1, 0.5 * dt * k1)
+    k2 = _dexp_inv(model, 0.5 * dt * k1, v + 0.5 * dt * a1)
+    a3 = accel(0.5 * dt * a2, 0.5 * dt * k2)
+    k3 = _dexp_inv(model, 0.5 * dt * k2, v + 0.5 * dt * a2)
+    a4 = accel(dt * a3, dt * k3)
+    k4 = _dexp_inv(model, dt * k3, v + dt * a3)
+    q_next = integrate(model, q, dt * (k1 + 2 * k2 + 2 * k3 + k4) / 6)
     return q_next, v + dt * (a1 + 2 * a2 + 2 * a3 + a4) / 6
 
 

@@ -97,6 +97,11 @@ class Model:
         links = self.links_of_type(joint_type)
         return np.asarray(self.idx_q)[links][:, None] + np.arange(joints.NQ[joint_type])
 
+    def v_columns(self, joint_type: int) -> np.ndarray:
+        """(k, nv_type) static indices into v for the links of `joint_type`."""
+        links = self.links_of_type(joint_type)
+        return np.asarray(self.idx_v)[links][:, None] + np.arange(joints.NV[joint_type])
+
 
 def link_inertia(model: Model):
     """Per-link data of the selected inboard interface: mass (n,), com (n, 3), inertia_com (n, 3, 3)."""
