@@ -9,9 +9,10 @@ angles, hub pose disturbance, momentum and centre-of-mass conservation); (d) fre
 dynamics of q = 0.1 sin t with the hub free and initially at rest (joint torques and the wrench the
 arm exerts on the hub, [moment; force] about the hub origin, hub frame — jaxsoa's `base_wrench`);
 (e) computed-torque tracking from q = 0 with critically damped gains K_p = ω², K_d = 2ω, ω = 10 rad/s,
-fixed and free-floating, against the closed form e(t) = (e₀ + (ė₀ + ω e₀) t) e^{−ωt}. The torque is
-held over each RK4 step (a zero-order hold), so the closed form is met to O(ω dt) only (shown at
-dt = 0.01 s and 0.001 s).
+fixed and free-floating, against the closed form e(t) = (e₀ + (ė₀ + ω e₀) t) e^{−ωt}: with the
+torque held over each RK4 step (a digital controller, zero-order hold) the closed form is met to
+O(ω dt) only (shown at dt = 0.01 s and 0.001 s); with the controller evaluated at every RK4 stage
+(`control_at_stages=True`, the continuous loop) it is met to RK4's accuracy.
 
 References, computed independently in numpy: Pinocchio with jaxsoa's RK4 stages (`pin.aba`,
 `pin.integrate`, dexp⁻¹ from `pin.dIntegrate`); `pin.rnea` for (b); for (d) Pinocchio's own route —
@@ -249,9 +250,9 @@ def run_d(out, t, n):
             zip(errors.items(), ("τ [N m]", "hub wrench [N m, N]"), (ref_tau, ref_wrench), strict=True)]
 
 
-def jax_track(floating, n, dt, kp, kd):
-    """jaxsoa computed-torque rollout tracking Q_E from rest at q = 0, τ held over each step:
-    joint angles (n + 1, 7)."""
+def jax_track(floating, n, dt, kp, kd, at_stages=False):
+    """jaxsoa computed-torque rollout tracking Q_E from rest at q = 0, τ held over each step (or
+    evaluated at every RK4 stage): joint angles (n + 1, 7)."""
     model, (q0, v0) = arm.build(floating), map(jnp.asarray, rest(floating))
 
     def control(tk, q, v):
@@ -260,17 +261,19 @@ def jax_track(floating, n, dt, kp, kd):
             return jnp.r_[ZERO6, jaxsoa.free_floating_computed_torque(model, q, v, *target, kp, kd)]
         return jaxsoa.computed_torque(model, q, v, *target, kp, kd)
 
-    return np.asarray(jax.jit(lambda mdl: jaxsoa.rollout(mdl, q0, v0, control, dt, n))(model)[0])[:, -7:]
+    run = jax.jit(lambda mdl: jaxsoa.rollout(mdl, q0, v0, control, dt, n, control_at_stages=at_stages))
+    return np.asarray(run(model)[0])[:, -7:]
 
 
-def pin_track(floating, n, kp, kd):
-    """The Pinocchio reference of `jax_track` at dt = DT (same hold, same scheme)."""
+def pin_track(floating, n, kp, kd, at_stages=False):
+    """The Pinocchio reference of `jax_track` at dt = DT (same hold or stages, same scheme)."""
     pm = arm.build_pinocchio(floating)
     pd, held = pm.createData(), {}
 
     def accel(tk, c, q, v):
-        if c == 0.0:                                              # torque held over the step
-            a_cmd = Q_E.acc(tk) + kd * (Q_E.vel(tk) - v[-7:]) + kp * (Q_E.pos(tk) - q[-7:])   # joints last
+        if c == 0.0 or at_stages:                           # torque held over the step, or per stage
+            ts = tk + c * DT if at_stages else tk
+            a_cmd = Q_E.acc(ts) + kd * (Q_E.vel(ts) - v[-7:]) + kp * (Q_E.pos(ts) - q[-7:])   # joints last
             held["tau"] = np.r_[ZERO6, pin_free_floating(pm, pd, q, v, a_cmd)[1]] if floating else pin.rnea(
                 pm, pd, q, v, a_cmd)
         return pin.aba(pm, pd, q, v, held["tau"])
@@ -290,6 +293,12 @@ def run_e(out, t, n):
         errors |= {f"{base}: e vs Pinocchio": err(e, ref_e), f"{base}: e vs closed form": err(e, closed)}
         rows += [row("e", f"{base} tracking error [rad]", "Pinocchio", err(e, ref_e), ref_e, "1e-9"),
                  row("e", f"{base} tracking error [rad]", "closed form", err(e, closed), closed, "O(ω dt) e₀ (ZOH)")]
+        e_s = target - jax_track(floating, n, DT, kp, kd, at_stages=True)
+        ref_s = target - pin_track(floating, n, kp, kd, at_stages=True)
+        errors |= {f"{base}, control at stages: e vs closed form": err(e_s, closed)}
+        rows += [row("e", f"{base}, control at RK4 stages [rad]", "Pinocchio", err(e_s, ref_s), ref_s, "1e-9"),
+                 row("e", f"{base}, control at RK4 stages [rad]", "closed form", err(e_s, closed), closed,
+                     "RK4: O((ω dt)⁴) e₀")]
     fine = target - jax_track(False, 10 * n, DT / 10, kp, kd)[::10]        # the same with a 1 kHz hold
     errors[f"fixed base, dt = {DT / 10:g} s: e vs closed form"] = err(fine, closed)
     rows.append(row("e", f"fixed base, dt = {DT / 10:g} s, tracking error [rad]", "closed form", err(fine, closed),

@@ -37,40 +37,58 @@ def _dexp_inv(model: Model, delta, v):
     return out
 
 
+def _force_at(tau):
+    """τ as a function of (stage time offset, q, v): a constant array is held over the step."""
+    return tau if callable(tau) else (lambda offset, q, v: tau)
+
+
 def rk4_step(model: Model, q, v, tau, dt):
-    """One classical Runge–Kutta step with τ held over the step, on the configuration manifold
-    (Runge–Kutta–Munthe-Kaas): stages q_i = q ⊕ δ_i with the tangent coordinates δ integrated
-    as δ̇ = dexp⁻¹_δ(v), so the step is 4th order for spherical and free joints too (integrating
-    δ̇ = v instead is only 2nd order once ω changes direction)."""
-    def accel(dv, dq_tangent):
-        return aba(model, integrate(model, q, dq_tangent), v + dv, tau)
+    """One classical Runge–Kutta step on the configuration manifold (Runge–Kutta–Munthe-Kaas):
+    stages q_i = q ⊕ δ_i with the tangent coordinates δ integrated as δ̇ = dexp⁻¹_δ(v), so the
+    step is 4th order for spherical and free joints too (integrating δ̇ = v instead is only 2nd
+    order once ω changes direction). `tau` is an array held over the step (zero-order hold) or a
+    function `tau(offset, q_i, v_i)` evaluated at each stage (offset 0, dt/2, dt/2, dt)."""
+    force = _force_at(tau)
+
+    def accel(offset, dv, dq_tangent):
+        q_i, v_i = integrate(model, q, dq_tangent), v + dv
+        return aba(model, q_i, v_i, force(offset, q_i, v_i))
 
     zero = jnp.zeros_like(v)
-    a1 = accel(zero, zero)
+    a1 = accel(0.0, zero, zero)
     k1 = v
-    a2 = accel(0.5 * dt * a1, 0.5 * dt * k1)
+    a2 = accel(0.5 * dt, 0.5 * dt * a1, 0.5 * dt * k1)
     k2 = _dexp_inv(model, 0.5 * dt * k1, v + 0.5 * dt * a1)
-    a3 = accel(0.5 * dt * a2, 0.5 * dt * k2)
+    a3 = accel(0.5 * dt, 0.5 * dt * a2, 0.5 * dt * k2)
     k3 = _dexp_inv(model, 0.5 * dt * k2, v + 0.5 * dt * a2)
-    a4 = accel(dt * a3, dt * k3)
+    a4 = accel(dt, dt * a3, dt * k3)
     k4 = _dexp_inv(model, dt * k3, v + dt * a3)
     q_next = integrate(model, q, dt * (k1 + 2 * k2 + 2 * k3 + k4) / 6)
     return q_next, v + dt * (a1 + 2 * a2 + 2 * a3 + a4) / 6
 
 
 def semi_implicit_euler_step(model: Model, q, v, tau, dt):
-    """v_{n+1} = v_n + dt ABA(q_n, v_n, τ);  q_{n+1} = q_n ⊕ dt v_{n+1} (symplectic Euler)."""
-    v_next = v + dt * aba(model, q, v, tau)
+    """v_{n+1} = v_n + dt ABA(q_n, v_n, τ);  q_{n+1} = q_n ⊕ dt v_{n+1} (symplectic Euler).
+    `tau` as in `rk4_step` (a function is evaluated once, at the start of the step)."""
+    v_next = v + dt * aba(model, q, v, _force_at(tau)(0.0, q, v))
     return integrate(model, q, dt * v_next), v_next
 
 
-def rollout(model: Model, q0, v0, control, dt, n_steps, step=rk4_step, checkpoint=False):
+def rollout(model: Model, q0, v0, control, dt, n_steps, step=rk4_step, checkpoint=False,
+            control_at_stages=False):
     """Simulate `n_steps` steps with `lax.scan`. Returns trajectories q (n_steps+1, nq) and
-    v (n_steps+1, nv), initial state included. `checkpoint=True` rematerialises each step in
-    the backward pass (memory O(1) per step for long differentiable horizons)."""
+    v (n_steps+1, nv), initial state included. `control(t, q, v) -> τ (nv,)` is sampled once per
+    step and held (a digital controller), or with `control_at_stages=True` evaluated at every
+    integrator stage (the continuous closed loop, integrated to the step's full order).
+    `checkpoint=True` rematerialises each step in the backward pass (memory O(1) per step for
+    long differentiable horizons)."""
     def body(state, k):
         q, v = state
-        tau = control(k * dt, q, v)
+        t = k * dt
+        if control_at_stages:
+            tau = lambda offset, q_i, v_i: control(t + offset, q_i, v_i)   # noqa: E731
+        else:
+            tau = control(t, q, v)
         q_next, v_next = step(model, q, v, tau, dt)
         return (q_next, v_next), (q_next, v_next)
 

@@ -68,40 +68,6 @@ def controller(model, params):
     return control
 
 
-RK4_NODES = jnp.array([0.0, 0.5, 0.5, 1.0])          # c_i: stage i at t + c_i dt, from stage i − 1
-RK4_WEIGHTS = jnp.array([1.0, 2.0, 2.0, 1.0]) / 6.0
-
-
-def stagewise_rk4(model, q0, v0, control, dt, n_steps, t0):
-    """Classical RK4 of the continuous closed loop q̈ = ABA(q, v, control(t, q, v)): the
-    controller is evaluated at each stage (the four stages are an inner scan, so the body holds
-    one controller and one ABA: a quarter of the compile time). Stage i is at
-    (q ⊕ c_i dt k_{i−1}, v + c_i dt a_{i−1}) with k_{i−1} the previous stage velocity. Stages step
-    q in the tangent space without the dexp⁻¹ correction, so the hub's rotation is integrated to
-    2nd order only; that does not touch the joint error: with a perfect model the joint
-    accelerations equal a_cmd(t, q_j, v_j) whatever the hub does, and 1-DoF joint coordinates are
-    Euclidean."""
-    def step(state, k):
-        q, v = state
-        t = t0 + k * dt
-
-        def stage(carry, node):
-            c, weight = node
-            k_prev, a_prev, sum_k, sum_a = carry
-            v_i = v + c * dt * a_prev
-            q_i = jaxsoa.integrate(model, q, c * dt * k_prev)
-            a_i = jaxsoa.aba(model, q_i, v_i, control(t + c * dt, q_i, v_i))
-            return (v_i, a_i, sum_k + weight * v_i, sum_a + weight * a_i), None
-
-        zero = jnp.zeros_like(v)
-        (_, _, sum_k, sum_a), _ = jax.lax.scan(stage, (v, zero, zero, zero), (RK4_NODES, RK4_WEIGHTS))
-        state = (jaxsoa.integrate(model, q, dt * sum_k), v + dt * sum_a)
-        return state, state
-
-    _, (qs, vs) = jax.lax.scan(step, (q0, v0), jnp.arange(n_steps, dtype=v0.dtype))
-    return jnp.concatenate([q0[None], qs]), jnp.concatenate([v0[None], vs])
-
-
 SEGMENT = 500
 
 
@@ -119,7 +85,8 @@ def _tracking_segment(model, q0, v0, t0, dt, params, e0, de0):
         return jnp.abs(q_des - q_j - expected).max()
 
     qs_zoh, vs_zoh = jaxsoa.rollout(model, q0[0], v0[0], lambda t, q, v: control(t0 + t, q, v), dt, SEGMENT)
-    qs, vs = stagewise_rk4(model, q0[1], v0[1], control, dt, SEGMENT, t0)
+    qs, vs = jaxsoa.rollout(model, q0[1], v0[1], lambda t, q, v: control(t0 + t, q, v), dt, SEGMENT,
+                            control_at_stages=True)
     final = (jnp.stack([qs_zoh[-1], qs[-1]]), jnp.stack([vs_zoh[-1], vs[-1]]))
     return final, deviation(qs_zoh, vs_zoh), deviation(qs, vs), qs[:, :3]
 
