@@ -35,6 +35,7 @@ from scipy.spatial.transform import Rotation
 from tqdm import tqdm
 
 import jaxsoa
+from experiments.seed002_reference import jax_dexp_inv, pin_free_floating, pin_rollout, rk4
 from sims import space_arm_7dof as arm
 
 DT = 0.01
@@ -55,54 +56,6 @@ Q_B = harmonic(NONE, 0.1 * ONES)
 TAU_C = harmonic([0, 0.5, 0, 0.1, 0, 0, 0], [1, 0, 0.5, 0, 0.1, 0.05, 0.01])
 Q_D = harmonic(0.1 * ONES, NONE)
 Q_E = harmonic([1, 0, 0.5, 0, 1, 0, 0.5], [0, 1, 0, 0.5, 0, 1, 0])
-
-
-def rk4(accel, integrate, rate, q, v, dt):
-    """jaxsoa's RK4 step (Runge–Kutta–Munthe-Kaas), written once for numpy and jax: stage i at
-    (q ⊕ δ_i, v + c_i dt a_{i−1}) with δ_i = c_i dt k_{i−1} and k_i = rate(q, δ_i, v_i) = dexp⁻¹_δ(v_i);
-    accel(c, q, v) is evaluated at stage time t + c dt."""
-    rates, accels = [], []
-    for c in (0.0, 0.5, 0.5, 1.0):
-        vi = v + c * dt * accels[-1] if accels else v
-        delta = c * dt * rates[-1] if rates else None
-        rates.append(rate(q, delta, vi) if rates else vi)
-        accels.append(accel(c, integrate(q, delta) if delta is not None else q, vi))
-    mean = [(xs[0] + 2 * xs[1] + 2 * xs[2] + xs[3]) / 6 for xs in (rates, accels)]
-    return integrate(q, dt * mean[0]), v + dt * mean[1]
-
-
-def pin_rollout(pm, q0, v0, accel, n):
-    """Pinocchio reference trajectory (n + 1 states), accel(t, c, q, v) -> (nv,); dexp⁻¹ is
-    exact: δ̇ = J⁻¹ v with J = ∂(q ⊕ δ)/∂δ from `pin.dIntegrate`."""
-    def rate(q, delta, v):
-        return np.linalg.solve(pin.dIntegrate(pm, q, delta, pin.ArgumentPosition.ARG1), v)
-
-    states = [(np.asarray(q0, float), np.asarray(v0, float))]
-    for k in range(n):
-        states.append(rk4(lambda c, q, v, t=k * DT: accel(t, c, q, v), lambda q, dq: pin.integrate(pm, q, dq), rate,
-                          *states[-1], DT))
-    return tuple(map(np.array, zip(*states, strict=True)))
-
-
-def jax_dexp_inv(model):
-    """dexp⁻¹ from jaxsoa's public API: (∂(q ⊕ δ)/∂δ) δ̇ = q̇(q ⊕ δ, v), solved by least squares."""
-    def rate(q, delta, v):
-        D = jax.jacfwd(lambda d: jaxsoa.integrate(model, q, d))(delta)
-        return jnp.linalg.lstsq(D, jaxsoa.configuration_derivative(model, jaxsoa.integrate(model, q, delta), v))[0]
-    return rate
-
-
-def pin_free_floating(pm, pd, q, v, qdd_j):
-    """Pinocchio's route for the free-floating mixed problem: (a_hub, τ_joints, arm-on-hub wrench
-    [moment; force], hub frame)."""
-    M = pin.crba(pm, pd, q)
-    M = np.triu(M) + np.triu(M, 1).T
-    h = pin.nonLinearEffects(pm, pd, q, v)
-    a_b = -np.linalg.solve(M[:6, :6], M[:6, 6:] @ qdd_j + h[:6])
-    tau_j = M[6:, :6] @ a_b + M[6:, 6:] @ qdd_j + h[6:]
-    pin.rnea(pm, pd, q, v, np.r_[a_b, qdd_j])
-    wrench = -pd.liMi[2].act(pd.f[2]).vector                 # [f; n]: minus the hub's force on the arm
-    return a_b, tau_j, np.r_[wrench[3:], wrench[:3]]
 
 
 def rest(floating, q_joints=NONE, v_joints=NONE):
@@ -156,7 +109,7 @@ def forward(floating, torque, n):
     pd, hub, (q0, v0) = pm.createData(), ZERO6[:6 * floating], rest(floating)
     qs, vs = jax.jit(lambda mdl: jaxsoa.rollout(mdl, jnp.asarray(q0), jnp.asarray(v0),
                                                 lambda t, q, v: jnp.r_[hub, torque(t, jnp)], DT, n))(model)
-    ref_q, ref_v = pin_rollout(pm, q0, v0, lambda t, c, q, v: pin.aba(pm, pd, q, v, np.r_[hub, torque(t, np)]), n)
+    ref_q, ref_v = pin_rollout(pm, q0, v0, lambda t, c, q, v: pin.aba(pm, pd, q, v, np.r_[hub, torque(t, np)]), n, DT)
     return model, np.asarray(qs), np.asarray(vs), ref_q, ref_v
 
 
@@ -237,7 +190,7 @@ def run_d(out, t, n):
 
     _, tau, wrench = simulate(jnp.asarray(q0), jnp.asarray(v0))
     ref_q, ref_v = pin_rollout(pm, q0, v0, lambda tk, c, q, v: np.r_[pin_free_floating(
-        pm, pd, q, v, Q_D.acc(tk + c * DT))[0], Q_D.acc(tk + c * DT)], n)
+        pm, pd, q, v, Q_D.acc(tk + c * DT))[0], Q_D.acc(tk + c * DT)], n, DT)
     ref = [pin_free_floating(pm, pd, q, v, Q_D.acc(tk))[1:] for tk, q, v in zip(t, ref_q, ref_v, strict=True)]
     ref_tau, ref_wrench = map(np.array, zip(*ref, strict=True))
     errors = {"τ vs Pinocchio (crba + nle)": err(tau, ref_tau),
@@ -278,7 +231,7 @@ def pin_track(floating, n, kp, kd, at_stages=False):
                 pm, pd, q, v, a_cmd)
         return pin.aba(pm, pd, q, v, held["tau"])
 
-    return pin_rollout(pm, *rest(floating), accel, n)[0][:, -7:]
+    return pin_rollout(pm, *rest(floating), accel, n, DT)[0][:, -7:]
 
 
 def run_e(out, t, n):
