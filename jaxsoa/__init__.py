@@ -25,6 +25,7 @@ from jaxsoa.kinematics import (
 )
 from jaxsoa.model import Model
 from jaxsoa.recursive import aba, composite_inertias, crba, generalized_gravity, nonlinear_effects, rnea
+from jaxsoa.topology import topology_from_configuration, topology_from_configuration_traced
 from jaxsoa.traversal import path_matrix, tree_traversal
 
 __all__ = [
@@ -61,6 +62,8 @@ __all__ = [
     "semi_implicit_euler_step",
     "spatial_momentum",
     "to_virtual_base_state",
+    "topology_from_configuration",
+    "topology_from_configuration_traced",
     "tree_traversal",
     "with_virtual_base",
 ]
