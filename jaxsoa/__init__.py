@@ -24,6 +24,14 @@ from jaxsoa.kinematics import (
     spatial_momentum,
 )
 from jaxsoa.model import Model
+from jaxsoa.operators import (
+    forward_dynamics_innovations,
+    forward_dynamics_operator,
+    inverse_dynamics_operator,
+    mass_matrix_operator,
+    transfer_operator,
+    transfer_operator_virtual,
+)
 from jaxsoa.recursive import aba, composite_inertias, crba, generalized_gravity, nonlinear_effects, rnea
 from jaxsoa.topology import topology_from_configuration, topology_from_configuration_traced
 from jaxsoa.traversal import path_matrix, tree_traversal
@@ -39,6 +47,8 @@ __all__ = [
     "configuration_derivative",
     "crba",
     "critically_damped_gains",
+    "forward_dynamics_innovations",
+    "forward_dynamics_operator",
     "forward_kinematics",
     "frame_jacobian",
     "free_floating_aba",
@@ -48,10 +58,12 @@ __all__ = [
     "generalized_gravity",
     "generalized_jacobian",
     "integrate",
+    "inverse_dynamics_operator",
     "joint_jacobians",
     "link_accelerations",
     "link_velocities",
     "load_urdf",
+    "mass_matrix_operator",
     "neutral",
     "nonlinear_effects",
     "path_matrix",
@@ -64,6 +76,8 @@ __all__ = [
     "to_virtual_base_state",
     "topology_from_configuration",
     "topology_from_configuration_traced",
+    "transfer_operator",
+    "transfer_operator_virtual",
     "tree_traversal",
     "with_virtual_base",
 ]

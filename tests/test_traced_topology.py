@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jax.experimental import checkify
 from jax.test_util import check_grads
-from trees import random_group, stack_models
+from trees import counting, random_group, stack_models
 
 import jaxsoa
 from jaxsoa.checks import check_configuration, check_model
@@ -25,15 +25,6 @@ def group():
     return [dataclasses.replace(model, **names) for _, model, _ in cases]   # names are static metadata
 
 
-def _counting(fn):
-    """Wrap fn so that each trace (= each compilation under jit) increments a counter."""
-    count = [0]
-
-    def wrapped(*args):
-        count[0] += 1
-        return fn(*args)
-
-    return wrapped, count
 
 
 def _states(model, batch, seed):
@@ -44,7 +35,7 @@ def _states(model, batch, seed):
 
 
 def test_batches_of_states_and_of_topologies_compile_once(group):
-    aba_counted, count = _counting(jaxsoa.aba)
+    aba_counted, count = counting(jaxsoa.aba)
     per_model = jax.jit(jax.vmap(aba_counted, in_axes=(0, 0, 0, 0)))
     first, second = stack_models(group[:4]), stack_models(group[4:])
     assert not np.array_equal(first.parent, second.parent)            # really different trees
@@ -56,7 +47,7 @@ def test_batches_of_states_and_of_topologies_compile_once(group):
             np.testing.assert_allclose(qdd[i], jax.jit(jaxsoa.aba)(model_i, q[i], v[i], v[i]), rtol=1e-12)
     assert count[0] == 1
 
-    states_only, count_states = _counting(jaxsoa.rnea)
+    states_only, count_states = counting(jaxsoa.rnea)
     batched_states = jax.jit(jax.vmap(states_only, in_axes=(None, 0, 0, 0)))
     for seed in (3, 4):
         q, v = _states(group[0], 16, seed)
@@ -78,7 +69,7 @@ def _switching_rollout(model_a, model_b, q0, v0, switch_step, n_steps, dt=1e-3):
 
 def test_topology_switch_inside_rollout_compiles_once(group):
     model_a, model_b = group[0], group[1]
-    rollout_counted, count = _counting(_switching_rollout)
+    rollout_counted, count = counting(_switching_rollout)
     rollout = jax.jit(rollout_counted, static_argnums=(5,))
     q, v = _states(model_a, 1, 5)
     q0, v0 = q[0], v[0]

@@ -333,3 +333,15 @@ def pinocchio_to_jaxsoa_dynamics(model, pin_model, reference: dict) -> dict:
     out = {key: x[..., v_index] for key, x in reference.items() if key != "crba"}
     out["crba"] = reference["crba"][..., v_index[:, None], v_index[None, :]]
     return out
+
+
+def counting(fn):
+    """(wrapped fn, [count]): each trace of the wrapped fn (= each compilation under jit)
+    increments the count, so a test can assert how often a program compiled."""
+    count = [0]
+
+    def wrapped(*args):
+        count[0] += 1
+        return fn(*args)
+
+    return wrapped, count
