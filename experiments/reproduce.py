@@ -3,9 +3,11 @@
     python -m experiments.reproduce [--out outputs] [--only NAME ...]
 
 Available now: `core` (jaxsoa vs Pinocchio on the Panda in float64/float32, and the pendulum's
-exact period) and `seed002` (the 7-DOF space arm: fixed and free-floating forward/inverse dynamics
-and computed-torque control vs Pinocchio and MuJoCo). The other seed reproductions (seed000,
-seed000-loop, seed001, seed004) join this registry as their issues land.
+exact period), `seed000` (the variable-topology dual-arm spacecraft: inverse dynamics of
+configurations 1-3 by the masked-operator method vs hand-built Pinocchio models, planar fixed hub and
+a 3-D free-hub variant) and `seed002` (the 7-DOF space arm: fixed and free-floating forward/inverse
+dynamics and computed-torque control vs Pinocchio and MuJoCo). The other seed reproductions
+(seed000-loop, seed001, seed004) join this registry as their issues land.
 """
 
 import argparse
@@ -13,10 +15,11 @@ import pathlib
 
 from tqdm import tqdm
 
-from experiments import reproduce_core, reproduce_seed002
+from experiments import reproduce_core, reproduce_seed000, reproduce_seed002
 
 REPRODUCTIONS = {
     "core": reproduce_core.run,
+    "seed000": reproduce_seed000.run,
     "seed002": reproduce_seed002.run,
 }
 
