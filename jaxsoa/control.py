@@ -35,10 +35,9 @@ def free_floating_computed_torque(model: Model, q, v, q_des, v_des, a_des, kp, k
     freely (momentum conserved). q_des, v_des, a_des are joint-space targets (nv − 6,); the joints
     other than the hub's must be 1-DoF."""
     _, joint_dofs = base_and_joint_dofs(model)
-    q_joints = q[7:] if model.idx_q[0] == 0 and model.joint_types[0] == joints.FREE else None
-    if q_joints is None or q_joints.shape[0] != joint_dofs.shape[0]:
+    if model.joint_types[0] != joints.FREE or model.nq - 7 != joint_dofs.shape[0]:
         raise ValueError("free_floating_computed_torque needs the hub stored first and 1-DoF arm joints")
-    a_cmd = commanded_acceleration(q_joints, v[joint_dofs], q_des, v_des, a_des, kp, kd)
+    a_cmd = commanded_acceleration(q[7:], v[joint_dofs], q_des, v_des, a_des, kp, kd)
     return free_floating_rnea(model, q, v, a_cmd, f_ext).tau_joints
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from jaxsoa import joints
 from jaxsoa.build import build_model
-from jaxsoa.kinematics import frame_jacobian, link_motion, link_spatial_inertia
+from jaxsoa.kinematics import frame_jacobian, link_motion, link_spatial_inertia, world_acceleration
 from jaxsoa.model import Model
 from jaxsoa.recursive import aba, composite_inertias, crba, rnea
 from jaxsoa.rotation import exp_so3, quat_normalize, quat_to_rotation, rotation_to_quat
@@ -75,8 +75,7 @@ def free_floating_rnea(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloati
     M_bb = S_base.T @ Ic_base @ S_base                                   # whole system seen from the hub
     qdd = qdd.at[base_dofs].set(-jnp.linalg.solve(M_bb, h_base))        # a_b = −M_bb⁻¹ h
     tau = rnea(model, q, v, qdd, f_ext, trav)
-    world = jnp.concatenate([jnp.zeros(3, v.dtype), -model.gravity])
-    v_links, a_links = link_motion(model, q, v, qdd, world, trav)
+    v_links, a_links = link_motion(model, q, v, qdd, world_acceleration(model), trav)
     I_base = link_spatial_inertia(model)[base]
     wrench = mat_vec(I_base, a_links[base]) + cross_force(v_links[base], mat_vec(I_base, v_links[base]))
     if f_ext is not None:

@@ -64,11 +64,12 @@ def to_slots(model: Model, x):
 
 def from_slots(model: Model, x_slots):
     """(..., n, d) -> (..., nv): inverse of `to_slots` (padding discarded)."""
-    flat = x_slots.reshape((*x_slots.shape[:-2], -1))
-    take = model.v_slots.reshape(-1) < model.nv
-    index = jnp.asarray(model.v_slots.reshape(-1)[take])
-    out = jnp.zeros((*x_slots.shape[:-2], model.nv), x_slots.dtype)
-    return out.at[..., index].set(flat[..., take])
+    return x_slots.reshape((*x_slots.shape[:-2], -1))[..., model.dof_index]
+
+
+def world_acceleration(model: Model):
+    """(6,) the world's fictitious acceleration [0; −g] through which gravity enters every pass."""
+    return jnp.concatenate([jnp.zeros(3, model.gravity.dtype), -model.gravity])
 
 
 def link_spatial_inertia(model: Model):

@@ -84,6 +84,11 @@ class Model:
         return slots
 
     @cached_property
+    def dof_index(self) -> np.ndarray:
+        """(nv,) positions of the real joint velocities among the n·d flattened padded slots."""
+        return np.argsort(self.v_slots.reshape(-1), kind="stable")[: self.nv]
+
+    @cached_property
     def dof_mask(self) -> np.ndarray:
         """(n, dof_max) bool: which padded velocity slots are real joint velocities."""
         return self.v_slots < self.nv

@@ -37,6 +37,7 @@ from jaxsoa.kinematics import (
     link_spatial_inertia,
     motion_subspaces,
     to_slots,
+    world_acceleration,
 )
 from jaxsoa.model import Model
 from jaxsoa.spatial import cross_force, cross_motion, force_transform, inv_act_motion, se3_inverse
@@ -56,15 +57,6 @@ def block_diag(blocks):
     n = blocks.shape[0]
     eye = jnp.eye(n, dtype=blocks.dtype)
     return blocks_to_flat(eye[:, :, None, None] * blocks[:, None])
-
-
-def _v_index(model: Model):
-    """Static (nv,) positions of the real joint velocities among the n·d padded slots."""
-    return jnp.asarray(model.v_slots.reshape(-1).argsort(kind="stable")[: model.nv])
-
-
-def _world_acceleration(model: Model):
-    return jnp.concatenate([jnp.zeros(3, model.gravity.dtype), -model.gravity])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +99,7 @@ def operator_terms(model: Model, q, v, phi=None):
     a = cross_motion(V, v_joint)
     b = cross_force(V, jnp.einsum("kab,kb->ka", I, V))
     R_world, p_world = forward_kinematics(model, q)
-    a_world = jnp.broadcast_to(_world_acceleration(model), (n, 6))
+    a_world = jnp.broadcast_to(world_acceleration(model), (n, 6))
     a_g = inv_act_motion(R_world, p_world, a_world)
     return dict(phi=phi, H=H, M=block_diag(I), a=a.reshape(-1), b=b.reshape(-1), a_g=a_g.reshape(-1), V=V)
 
@@ -133,7 +125,7 @@ def mass_matrix_operator(model: Model, q, phi=None):
     """𝓜 = H φ M φᵀ Hᵀ (nv, nv). `phi` overrides the transfer operator (e.g. the unmasked φ_o)."""
     v = jnp.zeros(model.nv, model.joint_axis.dtype)
     M_pad = _padded_mass_matrix(operator_terms(model, q, v, phi))
-    index = _v_index(model)
+    index = model.dof_index
     return M_pad[index][:, index]
 
 
@@ -158,7 +150,7 @@ def inverse_dynamics_operator(model: Model, q, v, a, f_ext=None):
 def forward_dynamics_operator(model: Model, q, v, tau, f_ext=None):
     """θ̈ = 𝓜⁻¹ (T − C) by a dense (Cholesky) solve of the operator-form mass matrix. (nv,)."""
     t = operator_terms(model, q, v)
-    index = _v_index(model)
+    index = model.dof_index
     M = _padded_mass_matrix(t)[index][:, index]
     C = _padded_bias(t, f_ext)[index]
     chol = jnp.linalg.cholesky(M)
@@ -209,7 +201,7 @@ def innovations_factors(model: Model, q):
     H = block_diag(jnp.swapaxes(S, -1, -2))
     return dict(H=H, phi=path_selector(model) * phi_o, K=E @ block_diag(G), D=block_diag(D),
                 D_inv=block_diag(D_inv), psi=psi, tau_bar=block_diag(tau_bar), E=E,
-                index=_v_index(model), size=n * d)
+                index=model.dof_index, size=n * d)
 
 
 def forward_dynamics_innovations(model: Model, q, v, tau, f_ext=None):

@@ -16,6 +16,7 @@ from jaxsoa.kinematics import (
     motion_pass,
     motion_subspaces,
     to_slots,
+    world_acceleration,
 )
 from jaxsoa.model import Model
 from jaxsoa.spatial import (
@@ -33,10 +34,6 @@ from jaxsoa.spatial import (
 from jaxsoa.traversal import inward, outward, path_matrix, tree_traversal
 
 
-def _world_acceleration(model: Model):
-    return jnp.concatenate([jnp.zeros(3, model.gravity.dtype), -model.gravity])
-
-
 def _bias_forces(I, v_links, f_ext):
     """b_k − f_ext,k = V_k ×* (M_k V_k) − f_ext,k, all links at once: (n, 6)."""
     b = cross_force(v_links, mat_vec(I, v_links))
@@ -48,7 +45,7 @@ def rnea(model: Model, q, v, a, f_ext=None, trav=None):
     trav = tree_traversal(model.parent) if trav is None else trav
     frames, S = joint_frames(model, q), motion_subspaces(model)
     v_links, a_links = motion_pass(trav, frames, S, to_slots(model, v), to_slots(model, a),
-                                   _world_acceleration(model))
+                                   world_acceleration(model))
     I = link_spatial_inertia(model)
     f_links = mat_vec(I, a_links) + _bias_forces(I, v_links, f_ext)
 
@@ -120,7 +117,7 @@ def _outward_accelerations(model, trav, frames, S, coriolis, G, nu):
         qdd = nu_k - mat_tvec(G_k, a_plus)
         return a_plus + mat_vec(S_k, qdd) + a_k, qdd
 
-    _, qdd_slots = outward(trav, step, (*frames, S, coriolis, G, nu), _world_acceleration(model))
+    _, qdd_slots = outward(trav, step, (*frames, S, coriolis, G, nu), world_acceleration(model))
     return qdd_slots
 
 
@@ -155,5 +152,4 @@ def crba(model: Model, q, trav=None):
     M_slots = B + jnp.transpose(B, (2, 3, 0, 1)) - B * eye                 # (n, d, n, d)
     n_slots = model.n_links * model.dof_max
     M_flat = M_slots.reshape(n_slots, n_slots)
-    index = jnp.asarray(model.v_slots.reshape(-1).argsort(kind="stable")[: model.nv])
-    return M_flat[index][:, index]
+    return M_flat[model.dof_index][:, model.dof_index]

@@ -24,7 +24,7 @@ rotational inertia (`jaxsoa.reconfigure.interface_inertias`).
 | 6  | arm2_link2| 2   | 1.3   | 22     | 0.50, 0.03, 0.00   | 0.20  | 3.20 | 3.25 | 0.03        |
 | 7  | arm2_link3| 2   | 1.1   | 10     | 0.40, −0.01, 0.01  | 0.07  | 1.00 | 1.02 | −0.01       |
 
-Configurations (interface pointers per link ID 1..7, `CONFIGURATIONS`, as tests/test_topology.py):
+Configurations (interface pointers per link ID 1..7, `CONFIGURATIONS`; hand-derived P in tests/test_topology.py):
 1 basic; 2 link ID 2 moved from arm 1 to the E end of arm 2 (seed Figs. 3a/9a); 3 arm 1 attached by
 its tip (E end of ID 4) to the E end of arm 2: one 6-link chain hub-5-6-7-4-3-2 (Figs. 3b/9b).
 
@@ -33,6 +33,7 @@ is tilted by ``TILT_3D`` about x, so the joint axes leave the plane.
 """
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from jaxsoa import joints
 from jaxsoa.reconfigure import LinkDesign, reconfigurable_model
@@ -52,22 +53,16 @@ LINKS = {
 TILT_3D = 0.2                                   # rad about x, interface 1 of arm links, floating variant
 IDS = np.arange(1, 8)
 N_IF = 3
+# interfaces[k] of link ID k + 1: 0 a free end, 8 = s + 1 the virtual joint to inertial space
 CONFIGURATIONS = {
+    # basic: hub [virtual joint, arm 1, arm 2]
     1: [[8, 2, 5], [1, 3, 0], [2, 4, 0], [3, 0, 0], [1, 6, 0], [5, 7, 0], [6, 0, 0]],
+    # link 2 moved from arm 1 to the end of arm 2: hub - 3 - 4 and hub - 5 - 6 - 7 - 2
     2: [[8, 3, 5], [7, 0, 0], [1, 4, 0], [3, 0, 0], [1, 6, 0], [5, 7, 0], [6, 2, 0]],
+    # arm 1 attached by its tip to the end of arm 2: one chain hub - 5 - 6 - 7 - 4 - 3 - 2
     3: [[8, 0, 5], [0, 3, 0], [2, 4, 0], [3, 7, 0], [1, 6, 0], [5, 7, 0], [6, 4, 0]],
 }
 CONFIGURATION_NAMES = {1: "basic", 2: "link 2 moved to the end of arm 2", 3: "arm 1 tip-docked to arm 2"}
-
-
-def rot_x(a):
-    c, s = np.cos(a), np.sin(a)
-    return np.array([[1.0, 0, 0], [0, c, -s], [0, s, c]])
-
-
-def rot_z(a):
-    c, s = np.cos(a), np.sin(a)
-    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1.0]])
 
 
 def link_inertia(ixx, iyy, izz, ixy):
@@ -80,9 +75,10 @@ def interface_poses(floating=False):
     tilt = TILT_3D if floating else 0.0
     R, p = np.tile(np.eye(3), (7, N_IF, 1, 1)), np.zeros((7, N_IF, 3))
     for i, (angle, pos) in enumerate(HUB_MOUNTS):
-        R[0, i], p[0, i] = rot_z(angle), pos
+        R[0, i], p[0, i] = Rotation.from_rotvec([0.0, 0.0, angle]).as_matrix(), pos
     for link_id, (_, length, *_) in LINKS.items():
-        R[link_id - 1, 1], p[link_id - 1, 1] = rot_x(tilt), (length, 0.0, 0.0)
+        R[link_id - 1, 1] = Rotation.from_rotvec([tilt, 0.0, 0.0]).as_matrix()
+        p[link_id - 1, 1] = (length, 0.0, 0.0)
     return R, p
 
 

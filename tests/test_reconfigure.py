@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
 from jaxsoa import build_model, joints, rnea, rollout, semi_implicit_euler_step
 from jaxsoa.reconfigure import (
@@ -17,22 +18,11 @@ from jaxsoa.reconfigure import (
     reconfigurable_model,
     switching_rollout,
 )
-from tests.test_topology import CONFIGURATIONS
-
-
-def rot_x(a):
-    c, s = np.cos(a), np.sin(a)
-    return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
-
-
-def rot_z(a):
-    c, s = np.cos(a), np.sin(a)
-    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
-
+from sims.dual_arm_spacecraft import CONFIGURATIONS
 
 L = 0.8                                                    # arm link length
-ARM_IF1_R = rot_x(0.3)                                     # interface 1 of an arm link: tilted
-HUB_IF_R = [np.eye(3), np.eye(3), rot_z(np.pi)]
+ARM_IF1_R = Rotation.from_rotvec([0.3, 0.0, 0.0]).as_matrix()            # interface 1 of an arm link: tilted
+HUB_IF_R = [np.eye(3), np.eye(3), Rotation.from_rotvec([0.0, 0.0, np.pi]).as_matrix()]
 HUB_IF_P = [[0.0, 0.0, -0.2], [0.5, 0.0, 0.0], [-0.5, 0.0, 0.0]]
 
 

@@ -9,17 +9,10 @@ import pytest
 
 from jaxsoa.topology import topology_from_configuration, topology_from_configuration_traced
 from jaxsoa.traversal import path_matrix, tree_traversal
+from sims.dual_arm_spacecraft import CONFIGURATIONS
 
 # Dual-arm spacecraft (seed 000): hub 1, arm 1 = links 2, 3, 4, arm 2 = links 5, 6, 7; s + 1 = 8.
 IDS = np.arange(1, 8)
-CONFIGURATIONS = {
-    # basic: hub [virtual joint, arm 1, arm 2]
-    1: [[8, 2, 5], [1, 3, 0], [2, 4, 0], [3, 0, 0], [1, 6, 0], [5, 7, 0], [6, 0, 0]],
-    # link 2 moved from arm 1 to the end of arm 2: hub - 3 - 4 and hub - 5 - 6 - 7 - 2
-    2: [[8, 3, 5], [7, 0, 0], [1, 4, 0], [3, 0, 0], [1, 6, 0], [5, 7, 0], [6, 2, 0]],
-    # arm 1 attached by its tip to the end of arm 2: one chain hub - 5 - 6 - 7 - 4 - 3 - 2
-    3: [[8, 0, 5], [0, 3, 0], [2, 4, 0], [3, 7, 0], [1, 6, 0], [5, 7, 0], [6, 4, 0]],
-}
 DEGREES = np.array([3, 2, 2, 2, 2, 2, 2])
 # P[i, j] = 1 iff link i+1 lies on the path from link j+1 to the root (columns: inboard sequences)
 EXPECTED_P = {
