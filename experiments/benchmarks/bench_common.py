@@ -22,14 +22,32 @@ VARIANTS = {"seq-u1": ("sequential", 1), "seq-full": ("sequential", None), "leve
 THREADS = (1, 2)
 
 
-def panda_urdf() -> Path:
-    """The Franka Panda URDF of example-robot-data (a cmeel package under site-packages)."""
+# name: (URDF below example-robot-data's robots/, free-flyer root)
+ROBOTS = {"panda": ("panda_description/urdf/panda.urdf", False),
+          "solo12": ("solo_description/robots/solo12.urdf", True),
+          "talos": ("talos_data/robots/talos_reduced.urdf", True)}
+
+
+def robot_urdf(name="panda") -> Path:
+    """A URDF of example-robot-data (a cmeel package under site-packages), by `ROBOTS` name."""
     for key in ("purelib", "platlib"):
-        path = Path(sysconfig.get_paths()[key]) / "cmeel.prefix/share/example-robot-data/robots"
-        path = path / "panda_description/urdf/panda.urdf"
+        path = Path(sysconfig.get_paths()[key]) / "cmeel.prefix/share/example-robot-data/robots" / ROBOTS[name][0]
         if path.is_file():
             return path
     raise RuntimeError("example-robot-data is not installed: pip install -e '.[dev]'")
+
+
+def panda_urdf() -> Path:
+    """The Franka Panda URDF of example-robot-data."""
+    return robot_urdf("panda")
+
+
+def pin_model(name):
+    """Pinocchio model of a `ROBOTS` entry (free-flyer root where the entry says so)."""
+    import pinocchio as pin
+
+    path = str(robot_urdf(name))
+    return pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if ROBOTS[name][1] else pin.buildModelFromUrdf(path)
 
 
 def mujoco_model(path):
@@ -50,10 +68,14 @@ def mujoco_model(path):
     return model
 
 
-def make_inputs(nq, nv, batch, seed=0):
-    """float64 (batch, ·) arrays: q uniform in [-1, 1], v and u (acceleration or torque) standard normal."""
+def make_inputs(nq, nv, batch, seed=0, floating=False):
+    """float64 (batch, ·) arrays: q uniform in [-1, 1], v and u (acceleration or torque) standard normal;
+    with a free-flyer root (`floating`) q[3:7] is a unit quaternion."""
     rng = np.random.default_rng(seed)
-    return rng.uniform(-1.0, 1.0, (batch, nq)), rng.normal(size=(batch, nv)), rng.normal(size=(batch, nv))
+    q = rng.uniform(-1.0, 1.0, (batch, nq))
+    if floating:
+        q[:, 3:7] /= np.linalg.norm(q[:, 3:7], axis=1, keepdims=True)
+    return q, rng.normal(size=(batch, nv)), rng.normal(size=(batch, nv))
 
 
 def pin_reference(pin_model, q, v, u):
@@ -96,31 +118,38 @@ def machine_info():
             "mujoco": mujoco.__version__, "numpy": np.__version__, "loadavg_start": os.getloadavg()}
 
 
-def anchor_cases(batches):
+def has_mujoco_anchor(robot):
+    """MuJoCo's URDF import welds the root, so its anchors (and MJX) run on the fixed-base robots only."""
+    return not ROBOTS[robot][1]
+
+
+def anchor_cases(batches, robot="panda"):
     """(impl, variant, algo, batch) of the anchors, in run order."""
     cases = []
     for batch in batches:
         cases += [("pinocchio", "loop", algo, batch) for algo in ALGOS]
         cases += [("pinocchio", f"parallel-{t}t", algo, batch) for algo in ("rnea", "aba") for t in THREADS]
-        cases += [("mujoco", "mj_forward-loop", "forward", batch)]
-        cases += [("mujoco", f"rollout-{t}t", "step", batch) for t in THREADS]
+        if has_mujoco_anchor(robot):
+            cases += [("mujoco", "mj_forward-loop", "forward", batch)]
+            cases += [("mujoco", f"rollout-{t}t", "step", batch) for t in THREADS]
     return cases
 
 
-def run_anchors(batches, repeats, target_s):
+def run_anchors(batches, repeats, target_s, robot="panda"):
     """Pinocchio (Python loop and C++ *InParallel) and MuJoCo C (mj_forward loop, rollout) records."""
     import mujoco
     import pinocchio as pin
     from mujoco import rollout
 
-    path = panda_urdf()
-    pm = pin.buildModelFromUrdf(str(path))
+    path = robot_urdf(robot)
+    pm = pin_model(robot)
     pd, pool = pm.createData(), pin.ModelPool(pm, max(THREADS))
-    mm = mujoco_model(path)
-    md = mujoco.MjData(mm)
+    if has_mujoco_anchor(robot):
+        mm = mujoco_model(path)
+        md = mujoco.MjData(mm)
     full = mujoco.mjtState.mjSTATE_FULLPHYSICS
-    for impl, variant, algo, batch in anchor_cases(batches):
-        q, v, u = make_inputs(pm.nq, pm.nv, batch)
+    for impl, variant, algo, batch in anchor_cases(batches, robot):
+        q, v, u = make_inputs(pm.nq, pm.nv, batch, floating=ROBOTS[robot][1])
         if variant == "loop" and algo == "crba":
             fn, args = _loop_crba, (pin.crba, pm, pd, q)
         elif variant == "loop":
@@ -182,19 +211,19 @@ def run_worker(opts):
         jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import jaxlib
-    import pinocchio as pin
 
     import jaxsoa
 
     dtype = jnp.dtype(dtype_name)
-    path = panda_urdf()
-    model = jaxsoa.load_urdf(str(path), floating_base=False, dtype=dtype)
-    pm = pin.buildModelFromUrdf(str(path))
+    path, floating = robot_urdf(opts.robot), ROBOTS[opts.robot][1]
+    model = jaxsoa.load_urdf(str(path), floating_base=floating, dtype=dtype)
+    pm = pin_model(opts.robot)
     mjx_state = {}
-    cases = jax_cases(opts.batches, opts.variant_batches, opts.variant_algos, not opts.no_mjx)
+    cases = jax_cases(opts.batches, opts.variant_batches, opts.variant_algos,
+                      not opts.no_mjx and has_mujoco_anchor(opts.robot))
     for impl, variant, algo, batch in cases:
         rec = {"impl": impl, "variant": variant, "algo": algo, "batch": batch, "dtype": dtype_name}
-        q, v, u = make_inputs(model.nq, model.nv, batch)
+        q, v, u = make_inputs(model.nq, model.nv, batch, floating=floating)
         ref = pin_reference(pm, q[0], v[0], u[0])
         q, v, u = (jnp.asarray(x, dtype) for x in (q, v, u))
         if impl == "jaxsoa":
@@ -276,3 +305,12 @@ def md_table(headers, rows):
 
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     return "\n".join(lines + ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows])
+
+
+def write_json(path, payload):
+    """Write a benchmark's results (creating the folder); paths and numpy scalars become plain JSON."""
+    import json
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1, default=lambda x: x.item() if hasattr(x, "item") else str(x)))

@@ -1,4 +1,5 @@
-"""Per-sample time of jaxsoa's RNEA, ABA and CRBA on the Franka Panda, against Pinocchio and MuJoCo/MJX.
+"""Per-sample time of jaxsoa's RNEA, ABA and CRBA on a robot of example-robot-data (`--robot`: the Franka
+Panda by default, Solo-12 and Talos with free-flyer roots), against Pinocchio and (Panda) MuJoCo/MJX.
 
 Run from the repository root:  .venv/bin/python -m experiments.benchmarks.bench_core [--quick]
 
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {"emitters_on": "--xla_cpu_use_fusion_emitters=true", "emitters_off": "--xla_cpu_use_fusion_emitters=false"}
 RESULTS = Path(__file__).parent / "results"
 QUICK = dict(batches=(1, 8), variant_batches=(8,), variant_algos=("aba",), dtypes=("float32",), repeats=3,
-             target_s=0.01, no_mjx=True, out=RESULTS / "bench_core_quick.json")
+             target_s=0.01, no_mjx=True)
 
 
 def _ints(text):
@@ -40,6 +41,7 @@ def _words(text):
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--robot", default="panda", choices=sorted(bc.ROBOTS), help="robot (default panda)")
     p.add_argument("--batches", type=_ints, default=(1, 64, 1024, 8192), help="comma-separated batch sizes")
     p.add_argument("--variant-batches", type=_ints, default=(1024, 8192),
                    help="batches at which the traversal variants seq-full and levels are measured too")
@@ -55,17 +57,23 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="smoke test (< 1 min): batches 1,8, float32, "
                    "variants for aba at batch 8 only, 3 repeats, no MJX; explicit options override these")
     p.add_argument("--no-mjx", action="store_true", help="skip the MJX cases")
-    p.add_argument("--out", type=Path, default=RESULTS / "bench_core.json",
-                   help="JSON output (default results/bench_core.json, with --quick results/bench_core_quick.json)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="JSON output (default results/bench_core.json for the Panda, results/bench_core_ROBOT.json "
+                        "for the others; with --quick results/bench_core_quick.json)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--skip-mjx", default="", help=argparse.SUPPRESS)
     if "--quick" in argv:
         p.set_defaults(**QUICK)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.out is None:
+        name = "bench_core" + ("" if args.robot == "panda" else f"_{args.robot}") + ("_quick" if args.quick else "")
+        args.out = RESULTS / f"{name}.json"
+    return args
 
 
 def worker_cmd(args, dtype, skip_mjx):
-    cmd = [sys.executable, "-m", "experiments.benchmarks.bench_core", "--worker", "--dtypes", dtype,
+    cmd = [sys.executable, "-m", "experiments.benchmarks.bench_core", "--worker", "--robot", args.robot,
+           "--dtypes", dtype,
            "--batches", ",".join(map(str, args.batches)), "--variant-batches", ",".join(map(str, args.variant_batches)),
            "--variant-algos", ",".join(args.variant_algos),
            "--repeats", str(args.repeats), "--target-s", str(args.target_s), "--max-call-s", str(args.max_call_s)]
@@ -124,10 +132,10 @@ def analyse(records):
     return [best[k] for k in sorted(best, key=lambda k: (bc.ALGOS.index(k[0]), k[1], k[2]))]
 
 
-def tables(records, best, settings):
+def tables(records, best, settings, robot):
     ok = {(r["impl"], r["variant"], r["algo"], r["dtype"], r["setting"], r["batch"]): r for r in records}
     batches = sorted({r["batch"] for r in records})
-    anchor_cols = [c[:3] for c in bc.anchor_cases(batches[:1])]
+    anchor_cols = [c[:3] for c in bc.anchor_cases(batches[:1], robot)]
     anchor_rows = [[b] + [ok.get((*c, "float64", "-", b), {}).get("per_sample_us") for c in anchor_cols]
                    for b in batches]
     out = ["## Anchors (float64, µs per sample)", "",
@@ -180,11 +188,12 @@ def main(argv=None):
     meta = {"command": [Path(sys.executable).name, "-m", "experiments.benchmarks.bench_core", *sys.argv[1:]],
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "xla_settings": {s: SETTINGS[s] for s in args.settings}, **bc.machine_info(), "workers": []}
-    n_jax = len(bc.jax_cases(args.batches, args.variant_batches, args.variant_algos, not args.no_mjx))
-    total = len(bc.anchor_cases(args.batches)) + n_jax * len(args.settings) * len(args.dtypes)
+    mjx = not args.no_mjx and bc.has_mujoco_anchor(args.robot)
+    n_jax = len(bc.jax_cases(args.batches, args.variant_batches, args.variant_algos, mjx))
+    total = len(bc.anchor_cases(args.batches, args.robot)) + n_jax * len(args.settings) * len(args.dtypes)
     records = []
     with tqdm(total=total, desc="bench_core", unit="case") as bar:
-        for rec in bc.run_anchors(args.batches, args.repeats, args.target_s):
+        for rec in bc.run_anchors(args.batches, args.repeats, args.target_s, args.robot):
             records.append(rec)
             bar.set_postfix_str(f"{rec['impl']} {rec['variant']} {rec['algo']} b={rec['batch']}")
             bar.update()
@@ -201,13 +210,13 @@ def main(argv=None):
     best = analyse(records)
     meta.update(loadavg_end=os.getloadavg(), total_s=time.perf_counter() - start)
     w = meta["workers"][0] if meta["workers"] else {}
-    print(f"# bench_core: Franka Panda (nq={w.get('nq')}, n_links={w.get('n_links')}), {meta['platform']}, "
+    print(f"# bench_core: {args.robot} (nq={w.get('nq')}, n_links={w.get('n_links')}), {meta['platform']}, "
           f"{meta['cpu_count']} CPUs, jax {w.get('jax')}, pin {meta['pinocchio']}, mujoco {meta['mujoco']}, "
           f"mjx {w.get('mujoco_mjx')}; load average {meta['loadavg_start'][0]:.1f} -> {meta['loadavg_end'][0]:.1f}; "
           f"total {meta['total_s']:.0f} s\n")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "records": records, "best": best}, indent=1))
-    print(tables(records, best, args.settings))
+    bc.write_json(args.out, {"meta": meta, "records": records, "best": best})
+    print(tables(records, best, args.settings, args.robot))
     print(f"\nwrote {args.out}")
 
 

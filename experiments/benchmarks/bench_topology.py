@@ -15,7 +15,6 @@ Timing protocol: `bench_common.measure` (median of `--repeats` rounds). See expe
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import sys
@@ -85,8 +84,9 @@ def _rotation(rng):
     return Q * np.array([np.linalg.det(Q), 1.0, 1.0])                # proper rotation
 
 
-def random_model(rng, n, dtype):
-    """Revolute joints about random unit axes, random placements, valid inertias (as tests/trees.py)."""
+def random_model(rng, n, dtype, parent=None):
+    """Revolute joints about random unit axes, random placements, valid inertias (as tests/trees.py);
+    a random tree unless `parent` is given."""
     mass = rng.uniform(0.2, 3.0, n)
     s = rng.uniform(0.002, 0.05, (n, 3))
     inertia = []
@@ -95,7 +95,8 @@ def random_model(rng, n, dtype):
         J = R @ np.diag(mass[k] * (s[k].sum() - s[k])) @ R.T
         inertia.append(0.5 * (J + J.T))
     axis = rng.normal(size=(n, 3))
-    return jaxsoa.build_model(parent=random_parent(rng, n), joint_types=[jaxsoa.joints.REVOLUTE] * n,
+    parent = random_parent(rng, n) if parent is None else parent
+    return jaxsoa.build_model(parent=parent, joint_types=[jaxsoa.joints.REVOLUTE] * n,
                               joint_axis=axis / np.linalg.norm(axis, axis=1, keepdims=True),
                               placement_rotation=np.stack([_rotation(rng) for _ in range(n)]),
                               placement_translation=rng.normal(0.0, 0.3, (n, 3)), mass=mass,
@@ -240,7 +241,7 @@ def main(argv=None):
           f"total {meta['total_s']:.0f} s\n")
     print(tables(records, summary))
     opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(json.dumps({"meta": meta, "crossover": summary, "records": records}, indent=1))
+    bc.write_json(opts.out, {"meta": meta, "crossover": summary, "records": records})
     print(f"\nwrote {opts.out}")
 
 

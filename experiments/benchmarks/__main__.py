@@ -1,0 +1,133 @@
+"""The whole benchmark suite in one command, with the ratio table against the targets of
+shared/design/performance.md.
+
+    python -m experiments.benchmarks [--quick] [--only core scaling ...] [--results DIR]
+    jaxsoa bench [same options]
+
+Parts (each is also its own command, `python -m experiments.benchmarks.bench_NAME --help`):
+  core       (a) rnea, aba, crba on the Panda, Solo-12 and Talos, float32 and float64, against Pinocchio's
+             C++ batched and per-call loop, MuJoCo and MJX (Panda: MuJoCo's URDF import welds the root)
+  topology   (b) a batch of different topologies against a same-topology batch; dense vs recursive crossover
+  gradient   (c) reverse-mode gradient of a 100-step RK4 rollout against the rollout
+  tether     (d) tether step cost against node count and batch
+  stewart    (e) Stewart-platform inverse dynamics over a batch of poses
+  scaling    (f) per-sample cost against link count (4-256), chains and trees, recursive and dense
+Compile times (g) are in every part's records. Each part runs in its own process (XLA_FLAGS defaults to
+`--xla_cpu_use_fusion_emitters=false`; bench_core measures both settings) and writes its JSON under --results; the suite
+then prints and writes `suite.md` and `suite.json`: one row per target, measured value, target, met or not.
+`--quick` runs every part as a smoke test (small batches; the ratios are then not meaningful).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from experiments.benchmarks import bench_common as bc
+
+RESULTS = Path(__file__).parent / "results"
+FULL_BATCHES = "1,64,1024,8192,65536"
+
+
+def parts(results, quick):
+    """{name: (module, argv)}; the JSON of part `name` goes to results/NAME.json."""
+    q = ["--quick"] if quick else []
+    core = {f"core_{robot}": ("bench_core", [*q, "--robot", robot, "--out", str(results / f"core_{robot}.json"),
+                                             *([] if quick else ["--batches", FULL_BATCHES])]
+                              + ([] if robot == "panda" else ["--settings", "emitters_off", "--variant-batches", ""]))
+            for robot in bc.ROBOTS}
+    rest = {name: (f"bench_{name}", [*q, "--out", str(results / f"{name}.json")])
+            for name in ("topology", "gradient", "tether", "stewart", "scaling")}
+    return {**core, **rest}
+
+
+def _load(results, name):
+    path = results / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _best(core, algo, dtype):
+    """jaxsoa's fastest record of `algo` in `dtype` at the largest batch measured."""
+    recs = [r for r in core["best"] if r["algo"] == algo and r["dtype"] == dtype]
+    return max(recs, key=lambda r: r["batch"]) if recs else None
+
+
+def target_rows(results):
+    """[target, measured, goal, met] rows from the parts' JSON files (rows whose part did not run are left out)."""
+    rows = []
+    for robot in bc.ROBOTS:
+        core = _load(results, f"core_{robot}")
+        if core is None:
+            continue
+        for dtype, goal in (("float32", 0.5), ("float64", 1.0)):
+            r = _best(core, "aba", dtype)
+            if r and r.get("x_pin_parallel") is not None:
+                rows.append([f"{robot} ABA {dtype} batch {r['batch']}: × Pinocchio C++ batched (best of 1/2 threads)",
+                             r["x_pin_parallel"], f"≤ {goal}", r["x_pin_parallel"] <= goal])
+        r = _best(core, "aba", "float32")
+        if r and r.get("x_mjx") is not None:
+            rows.append([f"{robot} ABA float32 batch {r['batch']}: × MJX forward", r["x_mjx"], "≤ 0.1",
+                         r["x_mjx"] <= 0.1])
+    topo = _load(results, "topology")
+    if topo:
+        for r in (r for r in topo["records"] if r.get("topologies") == "random"):
+            rows.append([f"different topologies ({r['form']}, {r['dtype']}): × same-topology batch", r["x_single"],
+                         "≤ 1.3", r["x_single"] <= 1.3])
+    grad = _load(results, "gradient")
+    if grad:
+        for system in sorted({r["system"] for r in grad["records"]}):
+            x = min(r["x_rollout"] for r in grad["records"] if r["system"] == system and "x_rollout" in r)
+            rows.append([f"{system}: value+grad of a rollout × the rollout (best checkpoint)", x, "≤ 4", x <= 4])
+    compiles = [(name, r["compile_s"]) for name in ("gradient", "scaling") if _load(results, name)
+                for r in _load(results, name)["records"] if r.get("compile_s") is not None]
+    if compiles:
+        name, worst = max(compiles, key=lambda c: c[1])
+        rows.append([f"largest compile time ({name})", worst, "≤ 10 s", worst <= 10])
+    scaling = _load(results, "scaling")
+    if scaling:
+        for key in ("chain aba", "tree aba", "chain rnea", "tree rnea"):
+            s = scaling["slopes"].get(key)
+            if s is not None:
+                rows.append([f"{key}: slope of log(µs/sample) vs log(n)", s, "≈ 1 (O(n))", s <= 1.2])
+    return rows
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(prog="python -m experiments.benchmarks", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="smoke test of every part (a few minutes on 2 cores)")
+    p.add_argument("--only", nargs="*", help="run only these parts (core_panda, core_solo12, core_talos, topology, "
+                                             "gradient, tether, stewart, scaling); default all")
+    p.add_argument("--results", type=Path, default=None,
+                   help="folder for the JSON files (default experiments/benchmarks/results/suite[_quick])")
+    args = p.parse_args(argv)
+    results = args.results or RESULTS / ("suite_quick" if args.quick else "suite")
+    results.mkdir(parents=True, exist_ok=True)
+    todo = parts(results, args.quick)
+    unknown = sorted(set(args.only or ()) - set(todo))
+    if unknown:
+        p.error(f"unknown part(s) {unknown}; choose from {sorted(todo)}")
+    env = dict(os.environ)       # one process per part; XLA's CPU fusion emitters off (docs/benchmarks.md)
+    env.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+    timings = {}
+    for name, (module, part_argv) in todo.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"\n==== {name}: python -m experiments.benchmarks.{module} {' '.join(part_argv)}", flush=True)
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", f"experiments.benchmarks.{module}", *part_argv], check=True, env=env)
+        timings[name] = time.perf_counter() - start
+    rows = target_rows(results)
+    table = bc.md_table(["target", "measured", "goal", "met"], rows)
+    print(f"\n# Targets (shared/design/performance.md), from {results}\n\n{table}")
+    (results / "suite.md").write_text(table + "\n")
+    bc.write_json(results / "suite.json", {"targets": rows, "part_seconds": timings, "quick": args.quick})
+    print(f"\nwrote {results / 'suite.md'} and {results / 'suite.json'}")
+
+
+if __name__ == "__main__":
+    main()

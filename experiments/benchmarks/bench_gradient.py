@@ -1,0 +1,115 @@
+"""Reverse-mode gradient of a rollout loss against the rollout itself (issue #10 (c), (g)).
+
+    python -m experiments.benchmarks.bench_gradient [--quick] [--steps 100] [--batch 256]
+
+For the Franka Panda (fixed base) and the 7-DOF space arm on its free-floating hub
+(`sims/space_arm_7dof.py`), a batch of `--batch` RK4 rollouts of `--steps` steps (dt = 0.01 s) under
+open-loop torques τ_k (one per step, held over the step). The loss is Σ_k |q_k|² + |v_k|²; its gradient
+with respect to the whole torque sequence and the initial state is taken by `jax.grad` (reverse mode),
+with each step stored (`checkpoint=False`) or rematerialised in the backward pass (`checkpoint=True`,
+`jax.checkpoint` around each step: memory O(1) per step instead of every RK4 stage's intermediates).
+Reported per case: µs per sample for the rollout and for value-and-gradient, their ratio (target ≤ 4,
+shared/design/performance.md), compile times, and XLA's estimate of temporary memory per sample
+(`compiled.memory_analysis()`). Writes results/bench_gradient.json (or --out).
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
+
+import jaxsoa
+from experiments.benchmarks import bench_common as bc
+from sims import space_arm_7dof
+
+RESULTS = Path(__file__).parent / "results"
+DT = 0.01
+QUICK = dict(steps=10, batch=8, repeats=3, target_s=0.02, out=RESULTS / "bench_gradient_quick.json")
+
+
+def parse_args(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=100, help="RK4 steps per rollout")
+    p.add_argument("--batch", type=int, default=256, help="rollouts per call")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    p.add_argument("--repeats", type=int, default=5, help="timed rounds per case (the median is reported)")
+    p.add_argument("--target-s", type=float, default=0.2, help="approximate duration of one timed round")
+    p.add_argument("--quick", action="store_true", help="smoke test (< 1 min): 10 steps, batch 8")
+    p.add_argument("--out", type=Path, default=RESULTS / "bench_gradient.json", help="JSON output")
+    if "--quick" in argv:
+        p.set_defaults(**QUICK)
+    return p.parse_args(argv)
+
+
+def systems(dtype):
+    """{name: model}: the Panda (fixed base) and the free-floating 7-DOF space arm."""
+    panda = jaxsoa.load_urdf(str(bc.panda_urdf()), floating_base=False, dtype=dtype)
+    return {"panda": panda, "space_arm_free": space_arm_7dof.build(floating=True, dtype=dtype)}
+
+
+def rollout_loss(model, steps, checkpoint):
+    """loss(q0, v0, taus (steps, nv)) = Σ_k |q_k|² + |v_k|² along an RK4 rollout with τ held per step."""
+    def loss(q0, v0, taus):
+        control = lambda t, q, v: taus[jnp.round(t / DT).astype(jnp.int32)]   # noqa: E731
+        qs, vs = jaxsoa.rollout(model, q0, v0, control, DT, steps, checkpoint=checkpoint)
+        return jnp.sum(qs**2) + jnp.sum(vs**2)
+    return loss
+
+
+def timed(fn, args, opts):
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    memory = compiled.memory_analysis()
+    res = bc.measure(bc._blocking, (compiled, *args), opts.repeats, opts.target_s)
+    temp = getattr(memory, "temp_size_in_bytes", None)
+    return {"compile_s": compile_s, "per_sample_us": res["call_s"] / opts.batch * 1e6,
+            "temp_bytes_per_sample": None if temp is None else temp / opts.batch, **res}
+
+
+def main(argv=None):
+    opts = parse_args(argv)
+    jax.config.update("jax_enable_x64", opts.dtype == "float64")
+    dtype, start, records = jnp.dtype(opts.dtype), time.perf_counter(), []
+    cases = [(name, mode, ckpt) for name in ("panda", "space_arm_free") for ckpt in (False, True)
+             for mode in ("rollout", "grad")]
+    models = systems(dtype)
+    for name, mode, ckpt in tqdm(cases, desc="bench_gradient", unit="case"):
+        model = models[name]
+        rng = np.random.default_rng(0)
+        q0 = jnp.broadcast_to(jaxsoa.neutral(model, dtype), (opts.batch, model.nq))
+        v0 = jnp.asarray(rng.normal(0.0, 0.1, (opts.batch, model.nv)), dtype)
+        taus = jnp.asarray(rng.normal(0.0, 1.0, (opts.batch, opts.steps, model.nv)), dtype)
+        loss = rollout_loss(model, opts.steps, ckpt)
+        fn = jax.value_and_grad(loss, argnums=(0, 1, 2)) if mode == "grad" else loss
+        records.append({"system": name, "mode": mode, "checkpoint": ckpt, "steps": opts.steps, "batch": opts.batch,
+                        "dtype": opts.dtype, **timed(jax.vmap(fn), (q0, v0, taus), opts)})
+    by = {(r["system"], r["mode"], r["checkpoint"]): r for r in records}
+    rows = []
+    for name in models:
+        for ckpt in (False, True):
+            ro, gr = by[(name, "rollout", ckpt)], by[(name, "grad", ckpt)]
+            gr["x_rollout"] = gr["per_sample_us"] / ro["per_sample_us"]
+            rows.append([name, ckpt, ro["per_sample_us"], gr["per_sample_us"], gr["x_rollout"], ro["compile_s"],
+                         gr["compile_s"], gr["temp_bytes_per_sample"]])
+    table = bc.md_table(["system", "checkpoint", "µs rollout", "µs value+grad", "× rollout (target ≤ 4)",
+                         "compile s rollout", "compile s grad", "temp bytes/sample grad"], rows)
+    print(f"# bench_gradient: {opts.steps} RK4 steps, batch {opts.batch}, {opts.dtype}, {jax.devices()[0]}\n\n{table}")
+    meta = {"command": [Path(sys.executable).name, "-m", "experiments.benchmarks.bench_gradient", *sys.argv[1:]],
+            "jax": jax.__version__, "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), "loadavg_end": os.getloadavg(),
+            "total_s": time.perf_counter() - start}
+    bc.write_json(opts.out, {"meta": meta, "records": records, "table": table})
+    print(f"\nwrote {opts.out}")
+    return records
+
+
+if __name__ == "__main__":
+    main()
