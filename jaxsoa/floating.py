@@ -8,7 +8,8 @@ with no wrench on the hub.
   a_b = −(Sᵀ Ic_hub S)⁻¹ h from the whole system's composite inertia, and a second RNEA gives the
   joint torques. Also returns the reaction wrench the arm puts on the hub (the seed's "base
   disturbance").
-* `generalized_jacobian`: Umetani–Yoshida J* = J_m − J_b M_bb⁻¹ M_bm (zero initial momentum).
+* `generalized_jacobian`: Umetani–Yoshida J* = J_m − J_b M_bb⁻¹ M_bm (zero initial momentum);
+  `hub_response`: M_bb⁻¹ M_bm, the hub's reaction to joint rates at zero momentum.
 * `with_virtual_base`: the seed's six virtual 1-DoF bodies (three prismatic, three revolute
   x-y-z) in place of the free joint, with state conversions.
 
@@ -83,14 +84,20 @@ def free_floating_rnea(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloati
     return FreeFloatingInverseDynamics(tau[joint_dofs], qdd[base_dofs], wrench)
 
 
+def hub_response(model: Model, q):
+    """(6, nv − 6) M_bb⁻¹ M_bm: with zero system momentum the hub moves at v_hub = −M_bb⁻¹ M_bm q̇_m
+    ([v; ω], hub frame) when the joints move at q̇_m."""
+    base_dofs, joint_dofs = base_and_joint_dofs(model)
+    M = crba(model, q)
+    return jnp.linalg.solve(M[np.ix_(base_dofs, base_dofs)], M[np.ix_(base_dofs, joint_dofs)])
+
+
 def generalized_jacobian(model: Model, q, link: int, reference="local_world_aligned"):
     """(6, nv − 6) map from joint rates to the twist of `link` with the hub free and the system
     momentum zero: J* = J_m − J_b M_bb⁻¹ M_bm."""
     base_dofs, joint_dofs = base_and_joint_dofs(model)
-    M = crba(model, q)
     J = frame_jacobian(model, q, link, reference)
-    hub_response = jnp.linalg.solve(M[np.ix_(base_dofs, base_dofs)], M[np.ix_(base_dofs, joint_dofs)])
-    return J[:, joint_dofs] - J[:, base_dofs] @ hub_response
+    return J[:, joint_dofs] - J[:, base_dofs] @ hub_response(model, q)
 
 
 _VIRTUAL = ((joints.PRISMATIC, (1.0, 0, 0)), (joints.PRISMATIC, (0, 1.0, 0)), (joints.PRISMATIC, (0, 0, 1.0)),

@@ -102,6 +102,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="smoke test of every part (a few minutes on 2 cores)")
     p.add_argument("--only", nargs="*", help="run only these parts (core_panda, core_solo12, core_talos, topology, "
                                              "gradient, tether, stewart, scaling); default all")
+    p.add_argument("--report", action="store_true", help="run nothing: only the target table from the JSON files")
     p.add_argument("--results", type=Path, default=None,
                    help="folder for the JSON files (default experiments/benchmarks/results/suite[_quick])")
     args = p.parse_args(argv)
@@ -115,7 +116,7 @@ def main(argv=None):
     env.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
     timings = {}
     for name, (module, part_argv) in todo.items():
-        if args.only and name not in args.only:
+        if args.report or (args.only and name not in args.only):
             continue
         print(f"\n==== {name}: python -m experiments.benchmarks.{module} {' '.join(part_argv)}", flush=True)
         start = time.perf_counter()
