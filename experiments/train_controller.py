@@ -127,7 +127,7 @@ def init_policy(key, n_obs, n_act, width=64):
     """MLP parameters; the last layer starts small so the untrained policy applies ~zero torque."""
     sizes = (n_obs, width, width, n_act)
     keys = jax.random.split(key, len(sizes) - 1)
-    return [(jax.random.normal(k, (a, b), F32) * (0.01 if b == n_act else 1.0) / np.sqrt(a), jnp.zeros(b, F32))
+    return [(jax.random.normal(k, (a, b), F32) * ((0.01 if b == n_act else 1.0) / a**0.5), jnp.zeros(b, F32))
             for k, a, b in zip(keys, sizes[:-1], sizes[1:], strict=True)]
 
 

@@ -42,17 +42,18 @@ def _force_at(tau):
     return tau if callable(tau) else (lambda offset, q, v: tau)
 
 
-def rk4_step(model: Model, q, v, tau, dt):
+def rk4_step(model: Model, q, v, tau, dt, dynamics=aba):
     """One classical Runge–Kutta step on the configuration manifold (Runge–Kutta–Munthe-Kaas):
     stages q_i = q ⊕ δ_i with the tangent coordinates δ integrated as δ̇ = dexp⁻¹_δ(v), so the
     step is 4th order for spherical and free joints too (integrating δ̇ = v instead is only 2nd
     order once ω changes direction). `tau` is an array held over the step (zero-order hold) or a
-    function `tau(offset, q_i, v_i)` evaluated at each stage (offset 0, dt/2, dt/2, dt)."""
+    function `tau(offset, q_i, v_i)` evaluated at each stage (offset 0, dt/2, dt/2, dt).
+    `dynamics(model, q, v, tau) -> q̈` is the forward dynamics (ABA; e.g. constrained dynamics)."""
     force = _force_at(tau)
 
     def accel(offset, dv, dq_tangent):
         q_i, v_i = integrate(model, q, dq_tangent), v + dv
-        return aba(model, q_i, v_i, force(offset, q_i, v_i))
+        return dynamics(model, q_i, v_i, force(offset, q_i, v_i))
 
     zero = jnp.zeros_like(v)
     a1 = accel(0.0, zero, zero)
@@ -95,3 +96,16 @@ def rollout(model: Model, q0, v0, control, dt, n_steps, step=rk4_step, checkpoin
     body = jax.checkpoint(body) if checkpoint else body
     _, (qs, vs) = jax.lax.scan(body, (q0, v0), jnp.arange(n_steps, dtype=v0.dtype))
     return jnp.concatenate([q0[None], qs]), jnp.concatenate([v0[None], vs])
+
+
+def ode_rk4_step(f, t, x, dt):
+    """One classical RK4 step of x' = f(t, x) for any PyTree x (f returns a PyTree of the same
+    structure): for flat states without a manifold, e.g. a tether's nodes (`jaxsoa.reel`)."""
+    def axpy(a, y, k):
+        return jax.tree_util.tree_map(lambda yi, ki: yi + a * ki, y, k)
+
+    k1 = f(t, x)
+    k2 = f(t + dt / 2, axpy(dt / 2, x, k1))
+    k3 = f(t + dt / 2, axpy(dt / 2, x, k2))
+    k4 = f(t + dt, axpy(dt, x, k3))
+    return jax.tree_util.tree_map(lambda xi, a, b, c, d: xi + dt / 6 * (a + 2 * b + 2 * c + d), x, k1, k2, k3, k4)

@@ -26,9 +26,25 @@ storage order (storage index k holds link ``link_ids[k]``):
 Two versions: `topology_from_configuration` (host, numpy, full validation: `ValueError` naming the
 link ID and interface index) and `topology_from_configuration_traced` (pure jnp, fixed s, s rounds of
 breadth-first label propagation; usable under `jit`, `vmap` and inside `lax.scan`; returns a
-``valid`` flag instead of raising). Closed loops (a link reached twice) are out of scope here (issue
-#4: cut joints): the host builder raises `ValueError` naming the link; the traced one reports
-``valid = False``.
+``valid`` flag instead of raising).
+
+Closed loops (seed §2.4, §3.3; soa.md §7). The traversal is level by level (breadth first); a link
+first reached in round d takes as parent its neighbour of round d − 1 with the lowest storage index
+(so the storage order picks the cut among equally distant neighbours; the tree is a shortest-path
+tree from the root). Every mutual pair of pointers that is not
+a parent–child edge closes a loop: the traversal cuts it there and records a *cut*
+``(link_a, interface_a, link_b, interface_b)`` in storage indices, with ``link_b`` the link reached
+again (depth(a) < depth(b), or equal depths and a < b); cuts are sorted by ``(link_a, interface_a)``.
+``n_cuts = (number of mated pairs) − (s − 1)``. The cut joint's type comes from user data:
+``cut_joint_types (s, max_degree)``, the code in `CUT_JOINT_TYPES` of the joint mated at each
+interface (default 0, a weld; both ends of a cut must agree). Loops must be allowed explicitly: with
+``max_cuts = 0`` (default) a loop is an error as before; the traced builder has a static
+``max_cuts`` (outputs padded with −1 to that length, ``cuts_overflow`` set and ``valid`` False when
+there are more cuts). `cut_interfaces` gives the cut tree's configuration parameters (both ends of
+each cut set to 0; numpy or traced), from which `jaxsoa.reconfigure` builds the tree's model, and
+`closure_from_topology` turns the recorded cuts into a `jaxsoa.constraints.LoopClosure` from a
+`jaxsoa.reconfigure.LinkDesign`'s interface poses. Ring-chain systems of several spacecraft: one hub
+points to s + 1 and is the root, the other hubs are ordinary links (seed §3.3).
 """
 
 from typing import NamedTuple
@@ -36,6 +52,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxsoa.constraints import loop_closure, stack_closures
+
+# cut joint codes (``cut_joint_types``) -> (`jaxsoa.constraints.loop_closure` cut_type, planar)
+CUT_JOINT_TYPES = (("weld", False), ("revolute", False), ("spherical", False), ("weld", True), ("revolute", True))
+CUT_FIELDS = ("cut_link_a", "cut_interface_a", "cut_link_b", "cut_interface_b", "cut_type")
 
 
 class ConfigurationTopology(NamedTuple):
@@ -46,6 +68,12 @@ class ConfigurationTopology(NamedTuple):
     P: object
     depth: object
     order: object
+    cut_link_a: object = np.zeros(0, np.int64)         # (n_cuts,) storage index of the link reaching again
+    cut_interface_a: object = np.zeros(0, np.int64)
+    cut_link_b: object = np.zeros(0, np.int64)         # (n_cuts,) storage index of the link reached again
+    cut_interface_b: object = np.zeros(0, np.int64)
+    cut_type: object = np.zeros(0, np.int64)           # (n_cuts,) code in CUT_JOINT_TYPES
+    n_cuts: int = 0
 
 
 class TracedConfigurationTopology(NamedTuple):
@@ -57,6 +85,13 @@ class TracedConfigurationTopology(NamedTuple):
     depth: jax.Array
     order: jax.Array
     valid: jax.Array
+    cut_link_a: jax.Array            # (max_cuts,) as ConfigurationTopology, padded with -1
+    cut_interface_a: jax.Array
+    cut_link_b: jax.Array
+    cut_interface_b: jax.Array
+    cut_type: jax.Array
+    n_cuts: jax.Array                # () int32, all cuts found (may exceed max_cuts)
+    cuts_overflow: jax.Array         # () bool, n_cuts > max_cuts
 
 
 def incidence_matrix(parent, xp=np):
@@ -107,21 +142,38 @@ def _validated_slots(link_ids, interfaces, degree):
                 raise ValueError(f"link {lid} interface {m}: points to the link itself")
             if target != 0 and row.index(target) != m:
                 raise ValueError(f"link {lid} interface {m}: second pointer to {target} (first at interface "
-                                 f"{row.index(target)}): a closed loop, out of scope here (issue #4)")
+                                 f"{row.index(target)}): two joints between one pair of links (ambiguous pairing)")
         slots.append(row)
     return link_ids, slots, seen
 
 
-def topology_from_configuration(link_ids, interfaces, degree=None) -> ConfigurationTopology:
+def _validated_cut_types(cut_joint_types, shape, link_ids):
+    if cut_joint_types is None:
+        return np.zeros(shape, np.int64)
+    codes = np.asarray(cut_joint_types)
+    if codes.shape != shape or not np.issubdtype(codes.dtype, np.integer):
+        raise ValueError(f"cut_joint_types must be an integer array of shape {shape}, got {codes.dtype} {codes.shape}")
+    bad = np.argwhere((codes < 0) | (codes >= len(CUT_JOINT_TYPES)))
+    if len(bad):
+        k, m = bad[0]
+        raise ValueError(f"link {link_ids[k]} interface {m}: cut_joint_types = {codes[k, m]} is not a code "
+                         f"0..{len(CUT_JOINT_TYPES) - 1} of CUT_JOINT_TYPES")
+    return codes
+
+
+def topology_from_configuration(link_ids, interfaces, degree=None, *, max_cuts=0,
+                                cut_joint_types=None) -> ConfigurationTopology:
     """Host-side builder (numpy): configuration parameters -> `ConfigurationTopology` (module doc).
 
     Raises `ValueError` naming the link ID (and interface index) for: IDs out of 1..s or
     duplicated; an interface value that is no link ID, 0 or s + 1 (dangling pointer); a pointer to
     the link itself; a one-sided pointer (A points to B but no interface of B points to A); no root
-    or several roots (interfaces pointing to s + 1); a link not connected to the root; a closed loop
-    (a link reached twice, or two interfaces pointing to one link), which belongs to issue #4.
+    or several roots (interfaces pointing to s + 1); a link not connected to the root; two interfaces
+    pointing to one link; more closed loops than ``max_cuts`` (a link reached twice; default 0: none
+    allowed); ``cut_joint_types (s, D)`` codes out of range or differing at the two ends of a cut.
     """
     link_ids, slots, index_of = _validated_slots(link_ids, interfaces, degree)
+    codes = _validated_cut_types(cut_joint_types, np.shape(interfaces), link_ids)
     s = link_ids.shape[0]
     roots = []
     for k, row in enumerate(slots):
@@ -141,60 +193,75 @@ def topology_from_configuration(link_ids, interfaces, degree=None) -> Configurat
     root_id, root_m = roots[0]
     root = index_of[root_id]
     parent = np.full(s, -1, np.int64)
-    inboard = np.full(s, -1, np.int64)
-    parent_if = np.full(s, -1, np.int64)
+    depth = np.zeros(s, np.int64)
     reached = np.zeros(s, bool)
-    reached[root], inboard[root] = True, root_m
-    queue = [root]
-    while queue:                                                  # breadth-first from the root
-        j = queue.pop(0)
-        for m, target in enumerate(slots[j]):
-            if target in (0, s + 1) or m == inboard[j]:
-                continue
-            k = index_of[target]
-            if reached[k]:
-                raise ValueError(f"link {target} is reached twice (again from link {int(link_ids[j])} interface "
-                                 f"{m}): a closed loop, out of scope here (issue #4)")
-            reached[k] = True
-            parent[k], parent_if[k] = j, m
-            inboard[k] = slots[k].index(int(link_ids[j]))
-            queue.append(k)
+    reached[root] = True
+    frontier = [root]
+    while frontier:                                   # level by level: parent = lowest-index neighbour
+        new = {}
+        for j in sorted(frontier):
+            for target in slots[j]:
+                if target not in (0, s + 1) and not reached[index_of[target]]:
+                    new.setdefault(index_of[target], j)
+        for k, j in new.items():
+            reached[k], parent[k], depth[k] = True, j, depth[j] + 1
+        frontier = list(new)
     if not reached.all():
         k = int(np.flatnonzero(~reached)[0])
         lid = int(link_ids[k])
         free = [m for m, t in enumerate(slots[k]) if t != 0]
         raise ValueError(f"link {lid} is not connected to the root link {root_id} (its interfaces "
                          f"{free} lead to links {[slots[k][m] for m in free]})")
+    inboard = np.array([root_m if k == root else slots[k].index(int(link_ids[parent[k]])) for k in range(s)])
+    parent_if = np.array([-1 if k == root else slots[parent[k]].index(int(link_ids[k])) for k in range(s)])
+
+    cuts = []                                         # non-tree mated pairs, a-side first
+    for j in range(s):
+        for m, target in enumerate(slots[j]):
+            k = index_of.get(target)
+            if k is None or parent[k] == j or parent[j] == k or (depth[j], j) > (depth[k], k):
+                continue
+            mb = slots[k].index(int(link_ids[j]))
+            if codes[j, m] != codes[k, mb]:
+                raise ValueError(f"link {int(link_ids[j])} interface {m} and link {target} interface {mb}: "
+                                 f"cut joint types differ ({codes[j, m]} vs {codes[k, mb]})")
+            cuts.append((j, m, k, mb, int(codes[j, m])))
+    if len(cuts) > max_cuts:
+        j, m, k, _, _ = cuts[max_cuts]
+        raise ValueError(f"link {int(link_ids[k])} is reached twice (again from link {int(link_ids[j])} interface "
+                         f"{m}): a closed loop, more than max_cuts = {max_cuts} cuts")
 
     P = np.eye(s, dtype=bool)
-    depth = np.zeros(s, np.int64)
     for k in range(s):
         a = parent[k]
         while a >= 0:
             P[a, k] = True
-            depth[k] += 1
             a = parent[a]
     order = np.argsort(depth, kind="stable")
-    return ConfigurationTopology(parent, inboard, parent_if, incidence_matrix(parent), P, depth, order)
+    cut_arrays = np.array(cuts, np.int64).reshape(len(cuts), 5).T
+    return ConfigurationTopology(parent, inboard, parent_if, incidence_matrix(parent), P, depth, order,
+                                 *cut_arrays, len(cuts))
 
 
-def topology_from_configuration_traced(interfaces, root_hint=None, link_ids=None) -> TracedConfigurationTopology:
+def topology_from_configuration_traced(interfaces, root_hint=None, link_ids=None, *, max_cuts=0,
+                                       cut_joint_types=None) -> TracedConfigurationTopology:
     """Jittable version (pure jnp, fixed s): configuration parameters -> `TracedConfigurationTopology`.
 
     interfaces (s, D) int: as for the host builder, unused slots 0. link_ids (s,) int, optional
     (default: storage index + 1). root_hint: optional (traced) storage index of the root; by default
-    the first link with an interface pointing to s + 1.
+    the first link with an interface pointing to s + 1. max_cuts (static int) and cut_joint_types
+    (s, D) int (default all 0, welds): closed loops, module doc.
 
     Breadth-first label propagation for s rounds (`lax.fori_loop`): at each round every unreached
     link adjacent (by a mutual pair of pointers) to the last frontier takes it as parent and copies
     its parent's row of ancestors (plus itself), so P comes out of the same sweep; O(s³) work,
     no data-dependent shapes. Nothing raises: ``valid`` is True iff the input passes the host
-    builder's checks (IDs a permutation of 1..s, pointers in 0..s+1 and mutual, no self or
-    duplicate pointer, one root, connected, no loop). Where it is False the other outputs are
-    unspecified (unreached links keep parent -1).
+    builder's checks with the same ``max_cuts`` (IDs a permutation of 1..s, pointers in 0..s+1 and
+    mutual, no self or duplicate pointer, one root, connected, at most max_cuts loops, cut types
+    agreeing). Where it is False the other outputs are unspecified (unreached links keep parent -1).
     """
     interfaces = jnp.asarray(interfaces)
-    s = interfaces.shape[0]
+    s, D = interfaces.shape
     ar = jnp.arange(s, dtype=jnp.int32)
     ids = ar + 1 if link_ids is None else jnp.asarray(link_ids, jnp.int32)
     ids_ok = jnp.all(jnp.sort(ids) == ar + 1)
@@ -230,13 +297,65 @@ def topology_from_configuration_traced(interfaces, root_hint=None, link_ids=None
     parent_if = jnp.where(has_parent, jnp.argmax(on_parent, axis=1), -1).astype(jnp.int32)
     depth = (jnp.sum(P, axis=0) - 1).astype(jnp.int32)
 
+    # cuts: slot (j, m) -> k mated, not a tree edge, a-side ((depth, index) of j below k's)
+    other = jnp.argmax(target, axis=2).astype(jnp.int32)          # (s, D) storage index pointed to
+    slot_mutual = jnp.any(target & mutual[:, None, :], axis=2)
+    tree_edge = (parent[other] == ar[:, None]) | (parent[:, None] == other)
+    a_side = (depth[:, None] < depth[other]) | ((depth[:, None] == depth[other]) & (ar[:, None] < other))
+    cut_slot = slot_mutual & ~tree_edge & a_side
+    codes = jnp.zeros((s, D), jnp.int32) if cut_joint_types is None else jnp.asarray(cut_joint_types, jnp.int32)
+    back = jnp.argmax(target[other, :, ar[:, None]], axis=2).astype(jnp.int32)   # [j, m]: k's slot -> j
+    types_agree = jnp.all(~cut_slot | (codes == codes[other, back]))
+    n_cuts = jnp.sum(cut_slot, dtype=jnp.int32)
+    (flat,) = jnp.nonzero(cut_slot.reshape(-1), size=max_cuts, fill_value=-1)
+    link_a, if_a = flat // D, flat % D
+    used = flat >= 0
+    cut = [jnp.where(used, x, -1).astype(jnp.int32)
+           for x in (link_a, if_a, other[link_a, if_a], back[link_a, if_a], codes[link_a, if_a])]
+
     in_range = jnp.all((interfaces >= 0) & (interfaces <= virtual))
     links_or_special = jnp.all(jnp.any(target, axis=2) | (interfaces == 0) | (interfaces == virtual))
     no_duplicates = jnp.all(jnp.sum(target, axis=1) <= 1) & jnp.all(jnp.sum(interfaces == virtual, axis=1) <= 1)
-    tree_edges = jnp.sum(mutual) == 2 * (s - 1)                   # connected with s - 1 edges: a tree
+    codes_ok = jnp.all((codes >= 0) & (codes < len(CUT_JOINT_TYPES)))
     valid = (ids_ok & in_range & links_or_special & no_duplicates & ~jnp.any(points & eye)
              & jnp.all(points == points.T) & (jnp.sum(is_root) == 1) & is_root[root] & jnp.all(reached)
-             & tree_edges)
+             & (n_cuts <= max_cuts) & types_agree & codes_ok)
     order = jnp.argsort(depth, stable=True).astype(jnp.int32)
     return TracedConfigurationTopology(parent, inboard, parent_if, incidence_matrix(parent, jnp), P, depth,
-                                       order, valid)
+                                       order, valid, *cut, n_cuts, n_cuts > max_cuts)
+
+
+def cut_interfaces(interfaces, topology, xp=np):
+    """Configuration parameters of the cut tree: ``interfaces (s, D)`` with both ends of every recorded
+    cut set to 0 (a free end); padded cuts (−1) change nothing. numpy (xp=np) or traced (xp=jnp)."""
+    s, D = interfaces.shape
+    link, slot = xp.arange(s)[:, None, None], xp.arange(D)[None, :, None]
+    ends = [tuple(xp.asarray(getattr(topology, f"cut_{f}_{x}")).astype(link.dtype) for f in ("link", "interface"))
+            for x in "ab"]
+    cut = [xp.any((link == k[None, None]) & (slot == m[None, None]), axis=-1) for k, m in ends]
+    return xp.where(cut[0] | cut[1], xp.zeros_like(interfaces), interfaces)
+
+
+def closure_from_topology(design, topology, dtype=jnp.float64):
+    """Host: the recorded cuts of ``topology`` (host or traced, padding −1 ignored) -> `LoopClosure`
+    (n_cuts rows, in the topology's cut order), with the cut frames taken from ``design`` (a
+    `jaxsoa.reconfigure.LinkDesign`): link k's frame is its inboard interface's frame, so the cut frame
+    on link a is ``inv(T[a, inboard(a)]) ∘ T[a, interface_a]`` (design-frame interface poses T), likewise
+    on b; joint type and planarity from `CUT_JOINT_TYPES`; revolute cuts turn about the cut frames' z axis."""
+    R, p = np.asarray(design.interface_rotation, np.float64), np.asarray(design.interface_translation, np.float64)
+    inboard = np.asarray(topology.inboard_interface)
+    a, ia, b, ib, code = (np.asarray(getattr(topology, f)) for f in CUT_FIELDS)
+    closures = []
+    for i in np.flatnonzero(a >= 0):
+        frames = []
+        for k, m in ((a[i], ia[i]), (b[i], ib[i])):
+            if not 0 <= m < R.shape[1] or not 0 <= k < R.shape[0]:
+                raise ValueError(f"cut {i}: storage index {k} interface {m} is not in the design ({R.shape[:2]})")
+            R_in = R[k, inboard[k]]
+            frames.append((R_in.T @ R[k, m], R_in.T @ (p[k, m] - p[k, inboard[k]])))   # inv(T_in) ∘ T_m
+        cut_type, planar = CUT_JOINT_TYPES[int(code[i])]
+        closures.append(loop_closure(int(a[i]), int(b[i]), *frames, cut_type, planar=planar, dtype=dtype,
+                                     name=f"cut {i} (storage {a[i]}:{ia[i]} - storage {b[i]}:{ib[i]})"))
+    if not closures:
+        raise ValueError("the topology records no cut (n_cuts = 0): no LoopClosure to build")
+    return stack_closures(*closures)

@@ -97,7 +97,8 @@ def target_rows(results):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(prog="python -m experiments.benchmarks", description=__doc__,
+    prog = None if sys.argv[0].startswith("jaxsoa") else "python -m experiments.benchmarks"
+    p = argparse.ArgumentParser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke test of every part (a few minutes on 2 cores)")
     p.add_argument("--only", nargs="*", help="run only these parts (core_panda, core_solo12, core_talos, topology, "
