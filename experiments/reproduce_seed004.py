@@ -70,7 +70,7 @@ def replay_error(params, path, dt=5e-3, duration=2.0):
     ts, quats, _ = sd.simulate(params, t0, rotation_to_quat(R0), u0,
                                lambda s, t, R, u: table[jnp.round(s / (dt / 2)).astype(jnp.int32)], dt, n)
     t_ref, R_ref = jax.vmap(path)(half[::2])
-    rot = jnp.swapaxes(R_ref, -1, -2) @ quat_to_rotation(quats) - jnp.eye(3)
+    rot = jnp.swapaxes(R_ref, -1, -2) @ quat_to_rotation(quats) - jnp.eye(3)[None]
     return jnp.max(jnp.abs(ts - t_ref)), jnp.max(jnp.abs(rot))
 
 

@@ -82,7 +82,8 @@ def rollout(model: Model, q0, v0, control, dt, n_steps, step=rk4_step, checkpoin
     step and held (a digital controller), or with `control_at_stages=True` evaluated at every
     integrator stage (the continuous closed loop, integrated to the step's full order).
     `checkpoint=True` rematerialises each step in the backward pass (memory O(1) per step for
-    long differentiable horizons)."""
+    long differentiable horizons); a `jax.checkpoint_policies` policy (e.g.
+    `jax.checkpoint_policies.nothing_saveable`) checkpoints each step with that policy instead."""
     def body(state, k):
         q, v = state
         t = k * dt
@@ -93,7 +94,10 @@ def rollout(model: Model, q0, v0, control, dt, n_steps, step=rk4_step, checkpoin
         q_next, v_next = step(model, q, v, tau, dt)
         return (q_next, v_next), (q_next, v_next)
 
-    body = jax.checkpoint(body) if checkpoint else body
+    if callable(checkpoint):
+        body = jax.checkpoint(body, policy=checkpoint)
+    elif checkpoint:
+        body = jax.checkpoint(body)
     _, (qs, vs) = jax.lax.scan(body, (q0, v0), jnp.arange(n_steps, dtype=v0.dtype))
     return jnp.concatenate([q0[None], qs]), jnp.concatenate([v0[None], vs])
 

@@ -119,18 +119,12 @@ def gravity_gradient_torque(orbit: OrbitParams, t, inertia, radial=None):
     return 3 * k * jnp.cross(i, jnp.einsum("...ij,...j->...i", inertia, i))
 
 
-def gravity_gradient_wrenches(orbit: OrbitParams, t, model: Model, q, R_orbital_world=None, p_orbital_world=None):
+def gravity_gradient_wrenches(orbit: OrbitParams, t, model: Model, q):
     """Gravity-gradient wrench on every link as jaxsoa's f_ext (n, 6) `[moment; force]`, link
-    frames, about the link origins. The model's world frame sits at pose (R_orbital_world,
-    p_orbital_world) in the orbital frame (default: identity). Per link, with c its centre of
-    mass: F = −m (μ/R³) A_f c, moment about the centre 3 (μ/R³) i × (J i), shifted to the origin."""
-    R_world_link, p_world_link = forward_kinematics(model, q)
+    frames, about the link origins; the model's world frame is the orbital frame. Per link, with c
+    its centre of mass: F = −m (μ/R³) A_f c, moment about c 3 (μ/R³) i × (J i), shifted to the origin."""
+    R_orbital_link, p_orbital_link = forward_kinematics(model, q)
     mass, com, inertia_com = link_inertia(model)
-    if R_orbital_world is None:
-        R_orbital_link, p_orbital_link = R_world_link, p_world_link
-    else:                                                   # X_orbital_link = X_orbital_world X_world_link
-        R_orbital_link = R_orbital_world @ R_world_link
-        p_orbital_link = p_orbital_world + p_world_link @ R_orbital_world.T
     c_orbital = p_orbital_link + jnp.einsum("kij,kj->ki", R_orbital_link, com)
     force_orbital = mass[:, None] * gravity_gradient_acceleration(orbit, t, c_orbital)
     force_link = jnp.einsum("kji,kj->ki", R_orbital_link, force_orbital)             # F = −m k A_f c

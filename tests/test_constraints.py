@@ -221,7 +221,7 @@ def test_four_bar_energy_and_drift(four_bar_runs):
 def _closed_cut(model, q, link_a, link_b, X_a_cut, cut_type, R_offset=EYE, **kwargs):
     """A cut whose frames coincide at q (up to a rotation R_offset about the cut's free axes):
     X_b_cut = X_world_b⁻¹ X_world_a X_a_cut R_offset, from numpy forward kinematics."""
-    R_w, p_w = (np.asarray(x) for x in jaxsoa.forward_kinematics(model, q))
+    R_w, p_w = (np.asarray(x) for x in jax.jit(jaxsoa.forward_kinematics)(model, q))
     R_wa, p_wa = (EYE, np.zeros(3)) if link_a < 0 else (R_w[link_a], p_w[link_a])
     R_cut, p_cut = R_wa @ X_a_cut[0], p_wa + R_wa @ X_a_cut[1]
     X_b_cut = (R_w[link_b].T @ R_cut @ R_offset, R_w[link_b].T @ (p_cut - p_w[link_b]))
@@ -237,9 +237,9 @@ def test_closure_kinematics_derivatives():
 
     rng = np.random.default_rng(3)
     model = build_jaxsoa(random_tree(rng, 6))
-    q = jaxsoa.random_configuration(model, jax.random.PRNGKey(0))
+    q = jax.jit(jaxsoa.random_configuration)(model, jax.random.PRNGKey(0))
     v = jnp.asarray(rng.normal(size=model.nv))
-    X = (np.asarray(jaxsoa.forward_kinematics(model, q)[0][2]), np.array([0.1, -0.2, 0.3]))
+    X = (np.asarray(jax.jit(jaxsoa.forward_kinematics)(model, q)[0][2]), np.array([0.1, -0.2, 0.3]))
     axis = np.array([0.0, 0.6, 0.8])
     about_axis = Rotation.from_rotvec(0.9 * axis).as_matrix()         # revolute joint angle 0.9 at q
     closure = stack_closures(_closed_cut(model, q, 5, 1, (EYE, np.array([0.2, 0, 0])), "weld"),
@@ -443,7 +443,7 @@ def test_batch_of_loop_topologies_compiles_once():
     rng = np.random.default_rng(5)
     group = random_group(rng, 6, 4, joint_types=(joints.REVOLUTE, joints.SPHERICAL))
     models = [m for _, m, _ in group]
-    q = jnp.stack([jaxsoa.random_configuration(m, jax.random.PRNGKey(i)) for i, m in enumerate(models)])
+    q = jnp.stack([jax.jit(jaxsoa.random_configuration)(m, jax.random.PRNGKey(i)) for i, m in enumerate(models)])
     closures = []
     for i, m in enumerate(models):
         a, b = rng.choice(np.arange(-1, 6), size=2, replace=False)

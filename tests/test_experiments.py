@@ -24,3 +24,14 @@ def test_seed002_reproduction(tmp_path):
             checked += 1
     assert checked >= 15
     assert len(list(tmp_path.glob("seed002_*.png"))) == 5
+
+
+def test_seed004_reproduction(tmp_path):
+    from experiments import reproduce_seed004
+
+    rows, checks = reproduce_seed004.run(tmp_path, duration=1.0, grid=3)
+    assert len(rows) == 8                                      # 2 profiles × 4 cases
+    assert all(row[-1].split("/")[0] == row[-1].split("/")[1] for row in rows)   # every pose valid
+    assert checks["power_balance"] < 1e-9                      # the bar, Kane vs energies
+    assert checks["replay_position"] < 1e-6 and checks["replay_rotation"] < 1e-6   # RK4 5 ms, ID -> FD replay
+    assert len(list(tmp_path.glob("seed004_*.png"))) >= 5

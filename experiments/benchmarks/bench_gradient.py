@@ -1,19 +1,24 @@
 """Reverse-mode gradient of a rollout loss against the rollout itself (issue #10 (c), (g)).
 
     python -m experiments.benchmarks.bench_gradient [--quick] [--steps 100] [--batch 256]
+        [--checkpoints off,step,nothing_saveable] [--unroll 1|N|full] [--systems panda,space_arm_free]
 
 For the Franka Panda (fixed base) and the 7-DOF space arm on its free-floating hub
 (`sims/space_arm_7dof.py`), a batch of `--batch` RK4 rollouts of `--steps` steps (dt = 0.01 s) under
 open-loop torques τ_k (one per step, held over the step). The loss is Σ_k |q_k|² + |v_k|²; its gradient
 with respect to the whole torque sequence and the initial state is taken by `jax.grad` (reverse mode),
-with each step stored (`checkpoint=False`) or rematerialised in the backward pass (`checkpoint=True`,
-`jax.checkpoint` around each step: memory O(1) per step instead of every RK4 stage's intermediates).
+with each step stored (`off`: `checkpoint=False`) or rematerialised in the backward pass (`step`:
+`checkpoint=True`, `jax.checkpoint` around each step: memory O(1) per step instead of every RK4 stage's
+intermediates), or checkpointed with a `jax.checkpoint_policies` policy named by `--checkpoints` (e.g.
+`nothing_saveable`, `dots_with_no_batch_dims_saveable`). `--unroll` sets how many links each step of ABA's
+per-link `lax.scan` handles (`full`: the link loops are unrolled into straight-line code).
 Reported per case: µs per sample for the rollout and for value-and-gradient, their ratio (target ≤ 4,
 shared/design/performance.md), compile times, and XLA's estimate of temporary memory per sample
 (`compiled.memory_analysis()`). Writes results/bench_gradient.json (or --out).
 """
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -41,6 +46,12 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--repeats", type=int, default=5, help="timed rounds per case (the median is reported)")
     p.add_argument("--target-s", type=float, default=0.2, help="approximate duration of one timed round")
+    p.add_argument("--checkpoints", type=lambda s: tuple(x for x in s.split(",") if x), default=("off", "step"),
+                   help="comma-separated: off, step, or names of jax.checkpoint_policies (default off,step)")
+    p.add_argument("--unroll", default="1", help="links per scan iteration in ABA's traversal: an integer or "
+                                                 "'full' (default 1)")
+    p.add_argument("--systems", type=lambda s: tuple(x for x in s.split(",") if x),
+                   default=("panda", "space_arm_free"), help="comma-separated (default panda,space_arm_free)")
     p.add_argument("--quick", action="store_true", help="smoke test (< 1 min): 10 steps, batch 8")
     p.add_argument("--out", type=Path, default=RESULTS / "bench_gradient.json", help="JSON output")
     if "--quick" in argv:
@@ -54,11 +65,28 @@ def systems(dtype):
     return {"panda": panda, "space_arm_free": space_arm_7dof.build(floating=True, dtype=dtype)}
 
 
-def rollout_loss(model, steps, checkpoint):
+def checkpoint_option(name):
+    """`rollout`'s checkpoint argument for a --checkpoints name."""
+    if name in ("off", "step"):
+        return name == "step"
+    return getattr(jax.checkpoint_policies, name)
+
+
+def rk4_with_unroll(unroll):
+    """`rk4_step` whose ABA scans `unroll` links per iteration ('full': straight-line code)."""
+    def dynamics(model, q, v, tau):
+        n = True if unroll == "full" else int(unroll)
+        return jaxsoa.aba(model, q, v, tau, trav=jaxsoa.tree_traversal(model.parent, unroll=n))
+    return functools.partial(jaxsoa.rk4_step, dynamics=dynamics)
+
+
+def rollout_loss(model, steps, checkpoint, unroll="1"):
     """loss(q0, v0, taus (steps, nv)) = Σ_k |q_k|² + |v_k|² along an RK4 rollout with τ held per step."""
+    step = rk4_with_unroll(unroll)
+
     def loss(q0, v0, taus):
         control = lambda t, q, v: taus[jnp.round(t / DT).astype(jnp.int32)]   # noqa: E731
-        qs, vs = jaxsoa.rollout(model, q0, v0, control, DT, steps, checkpoint=checkpoint)
+        qs, vs = jaxsoa.rollout(model, q0, v0, control, DT, steps, step=step, checkpoint=checkpoint_option(checkpoint))
         return jnp.sum(qs**2) + jnp.sum(vs**2)
     return loss
 
@@ -78,30 +106,31 @@ def main(argv=None):
     opts = parse_args(argv)
     jax.config.update("jax_enable_x64", opts.dtype == "float64")
     dtype, start, records = jnp.dtype(opts.dtype), time.perf_counter(), []
-    cases = [(name, mode, ckpt) for name in ("panda", "space_arm_free") for ckpt in (False, True)
-             for mode in ("rollout", "grad")]
-    models = systems(dtype)
+    cases = [(name, "rollout", "off") for name in opts.systems]
+    cases += [(name, "grad", ckpt) for name in opts.systems for ckpt in opts.checkpoints]
+    models = {name: model for name, model in systems(dtype).items() if name in opts.systems}
     for name, mode, ckpt in tqdm(cases, desc="bench_gradient", unit="case"):
         model = models[name]
         rng = np.random.default_rng(0)
         q0 = jnp.broadcast_to(jaxsoa.neutral(model, dtype), (opts.batch, model.nq))
         v0 = jnp.asarray(rng.normal(0.0, 0.1, (opts.batch, model.nv)), dtype)
         taus = jnp.asarray(rng.normal(0.0, 1.0, (opts.batch, opts.steps, model.nv)), dtype)
-        loss = rollout_loss(model, opts.steps, ckpt)
+        loss = rollout_loss(model, opts.steps, ckpt, opts.unroll)
         fn = jax.value_and_grad(loss, argnums=(0, 1, 2)) if mode == "grad" else loss
-        records.append({"system": name, "mode": mode, "checkpoint": ckpt, "steps": opts.steps, "batch": opts.batch,
-                        "dtype": opts.dtype, **timed(jax.vmap(fn), (q0, v0, taus), opts)})
+        records.append({"system": name, "mode": mode, "checkpoint": ckpt, "unroll": opts.unroll, "steps": opts.steps,
+                        "batch": opts.batch, "dtype": opts.dtype, **timed(jax.vmap(fn), (q0, v0, taus), opts)})
     by = {(r["system"], r["mode"], r["checkpoint"]): r for r in records}
     rows = []
     for name in models:
-        for ckpt in (False, True):
-            ro, gr = by[(name, "rollout", ckpt)], by[(name, "grad", ckpt)]
+        for ckpt in opts.checkpoints:
+            ro, gr = by[(name, "rollout", "off")], by[(name, "grad", ckpt)]
             gr["x_rollout"] = gr["per_sample_us"] / ro["per_sample_us"]
             rows.append([name, ckpt, ro["per_sample_us"], gr["per_sample_us"], gr["x_rollout"], ro["compile_s"],
                          gr["compile_s"], gr["temp_bytes_per_sample"]])
     table = bc.md_table(["system", "checkpoint", "µs rollout", "µs value+grad", "× rollout (target ≤ 4)",
                          "compile s rollout", "compile s grad", "temp bytes/sample grad"], rows)
-    print(f"# bench_gradient: {opts.steps} RK4 steps, batch {opts.batch}, {opts.dtype}, {jax.devices()[0]}\n\n{table}")
+    print(f"# bench_gradient: {opts.steps} RK4 steps, batch {opts.batch}, {opts.dtype}, unroll {opts.unroll}, "
+          f"{jax.devices()[0]}\n\n{table}")
     meta = {"command": [Path(sys.executable).name, "-m", "experiments.benchmarks.bench_gradient", *sys.argv[1:]],
             "jax": jax.__version__, "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "loadavg_end": os.getloadavg(),
