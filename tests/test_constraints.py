@@ -553,3 +553,16 @@ def test_project_state(fb):
     assert amax(e) < 1e-12
     # two float64 solves of a 5x5 system: tolerance 1e-10
     assert relative_error(v_p, v_ref) < 1e-10
+
+
+def test_loop_closure_validation():
+    """Bad host input raises ValueError naming the cut and the field."""
+    model = four_bar()[0]
+    good = (EYE, [0.0, 0, 0])
+    cases = [(dict(cut_type="hinge"), "cut_type"), (dict(link_b=3), "link_b"), (dict(link_a=2), "link_a"),
+             (dict(X_b_cut=(2 * EYE, [0.0, 0, 0])), "X_b_cut"), (dict(axis=(0, 0, 2.0)), "axis"),
+             (dict(cut_type="spherical", planar=True), "planar")]
+    for change, field in cases:
+        kwargs = dict(link_a=-1, link_b=2, X_a_cut=good, X_b_cut=good, cut_type="revolute") | change
+        with pytest.raises(ValueError, match=f"grip.*'?{field}"):
+            loop_closure(**kwargs, model=model, name="grip")
