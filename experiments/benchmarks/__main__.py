@@ -12,6 +12,7 @@ Parts (each is also its own command, `python -m experiments.benchmarks.bench_NAM
   tether     (d) tether step cost against node count and batch
   stewart    (e) Stewart-platform inverse dynamics over a batch of poses
   scaling    (f) per-sample cost against link count (4-256), chains and trees, recursive and dense
+  jaxsim     rnea and aba against jaxsim (installed with `pip install -e '.[bench]'`) on the Panda
 Compile times (g) are in every part's records. Each part runs in its own process (XLA_FLAGS defaults to
 `--xla_cpu_use_fusion_emitters=false`; bench_core measures both settings) and writes its JSON under --results; the suite
 then prints and writes `suite.md` and `suite.json`: one row per target, measured value, target, met or not.
@@ -41,7 +42,8 @@ def parts(results, quick):
             for robot in bc.ROBOTS}
     rest = {name: (f"bench_{name}", [*q, "--out", str(results / f"{name}.json")])
             for name in ("topology", "gradient", "tether", "stewart", "scaling")}
-    return {**core, **rest}
+    jaxsim = {"jaxsim": ("bench_jaxsim", [*q, "--out", str(results / "jaxsim.json")])}   # the '.[bench]' extra
+    return {**core, **rest, **jaxsim}
 
 
 def _load(results, name):
@@ -92,6 +94,15 @@ def target_rows(results):
             s = scaling["slopes"].get(key)
             if s is not None:
                 rows.append([f"{key}: slope of log(µs/sample) vs log(n)", s, "≈ 1 (O(n))", s <= 1.2])
+    jaxsim = _load(results, "jaxsim")
+    if jaxsim:              # no design target: jaxsim is an anchor; "met" = jaxsoa no slower at the largest batch
+        largest = {}
+        for row in jaxsim["table"]:
+            key = (row["algo"], row["dtype"])
+            largest[key] = max(largest.get(key, row), row, key=lambda r: r["batch"])
+        for (algo, dtype), row in sorted(largest.items()):
+            x = row["jaxsoa / jaxsim"]
+            rows.append([f"panda {algo.upper()} {dtype} batch {row['batch']}: × jaxsim", x, "≤ 1 (anchor)", x <= 1])
     return rows
 
 
@@ -102,7 +113,7 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke test of every part (a few minutes on 2 cores)")
     p.add_argument("--only", nargs="*", help="run only these parts (core_panda, core_solo12, core_talos, topology, "
-                                             "gradient, tether, stewart, scaling); default all")
+                                             "gradient, tether, stewart, scaling, jaxsim); default all")
     p.add_argument("--report", action="store_true", help="run nothing: only the target table from the JSON files")
     p.add_argument("--results", type=Path, default=None,
                    help="folder for the JSON files (default experiments/benchmarks/results/suite[_quick])")
