@@ -8,14 +8,18 @@ Coupled run: platform (hub + 2-joint deployer, 207 kg) and robot (base + 3-link 
 jaxsoa's free-floating ABA, the tether by its FEM (jaxsoa.tether / jaxsoa.reel, lumped, n elements),
 gravity gradient on every link and node (jaxsoa.orbit, non-rotating orbital frame), one RK4 step over
 the joint state; the step dt follows the shortest element (explicit-stability limit of the tether's
-axial and Kelvin–Voigt modes, ≤ 0.4 s). The platform's reel is rate-driven (the robot's is locked):
+axial and Kelvin–Voigt modes, ≤ 0.3 s). The platform's reel is rate-driven (the robot's is locked):
 
-* deployment, 0 ≤ t ≤ T_d: l(t) = l₀ + (l₁ − l₀) S(t/T_d), S(τ) = 10τ³ − 15τ⁴ + 6τ⁵ (a smoothed
-  linear ramp: zero rate and acceleration at both ends), s̈_P = −l̈ plus a stiff tracking term;
+* deployment, 0 ≤ t ≤ T_d: the robot is ejected along the local vertical at v₀ = 2 (l₁ − l₀)/T_d
+  relative to the platform and the reel brakes it: l̇ = v₀ (1 − S(t/T_d)), S(τ) = 10τ³ − 15τ⁴ + 6τ⁵
+  (a smoothed linear ramp-down; a tether cannot push, so a deployment from rest would only pile up
+  slack), s̈_P = −l̈ plus a tracking term;
 * retrieval, t > T_d: a libration-damping law l̇ = l (−c n + k θ̇) (exponential retrieval at rate
   c n with rate feedback on the in-plane libration θ: the term 2 (l̇/l) θ̇ of the libration equation
-  θ̈ + 2 (l̇/l)(θ̇ + n) + 3n² sin θ cos θ = 0 becomes a damping 2 k n θ̇, ζ ≈ k/√3), tracked with a
-  20 s time constant, stopped at l_end; c = 0.3, k = 0.3.
+  θ̈ + 2 (l̇/l)(θ̇ + n) + 3n² sin θ cos θ = 0 becomes 2 (k − c) n θ̇: the exponential part alone
+  anti-damps, so k > c; ζ ≈ (k − c)/√3 at small amplitude, and the libration settles at
+  sin 2θ = 4c/3), smoothly saturated at |l̇| < 0.5 m/s (tanh), tracked with a 20 s time constant, stopped at
+  l_end; c = 0.3, k = 1.0.
 
 Plots: length and rate; tension along the tether (space–time image, s̄ vs t); in-plane and
 out-of-plane libration angles; energy budget in the Jacobi form E_J = T + U_elastic + U_gg − n H_z
@@ -53,17 +57,21 @@ from sims import tethered_robot as tr
 ORBIT = orb.circular_orbit(7.0e6)
 N_ORBIT = float(orb.mean_motion(ORBIT))
 L0, L1, L_END = 10.0, 1000.0, 100.0        # m: start, deployed, end of retrieval
-RATE, GAIN, TRACK = 0.3, 0.3, 20.0          # retrieval: c, k, tracking time constant [s]
+RATE, GAIN, TRACK = 0.3, 1.0, 20.0          # retrieval: c, k, tracking time constant [s]
+V_MAX = 0.5                                 # m/s, smooth saturation of the retrieval rate command
 CHUNK = 40                                  # RK4 steps per compiled chunk (one sample per chunk)
-DT_MAX = 0.4                                # s, the robot's joint PD loop (ω ≈ 3 rad/s) bounds dt
+DT_MAX = 0.3                                # s, bound set by the arms' joint PD loops (stable margin)
 
 
-def smoothstep(tau):
-    """S, S', S'' of S(τ) = 10τ³ − 15τ⁴ + 6τ⁵ on [0, 1], constant outside."""
-    x = jnp.clip(tau, 0.0, 1.0)
-    inside = (tau > 0) & (tau < 1)
-    return (x**3 * (10 - 15 * x + 6 * x**2), jnp.where(inside, 30 * x**2 * (1 - x) ** 2, 0.0),
-            jnp.where(inside, 60 * x * (1 - x) * (1 - 2 * x), 0.0))
+def deployment(t, t_deploy, l_max):
+    """l, l̇, l̈ of the deployment law l̇ = v₀ (1 − S(t/T_d)), S(τ) = 10τ³ − 15τ⁴ + 6τ⁵, v₀ = 2 (l₁ − l₀)/T_d:
+    the robot leaves at v₀ and the reel brakes it smoothly to rest at l₁ (l = l₀ + v₀ T_d (τ − ∫S))."""
+    x = jnp.clip(t / t_deploy, 0.0, 1.0)
+    v0 = 2 * (l_max - L0) / t_deploy
+    S = x**3 * (10 - 15 * x + 6 * x**2)
+    integral = x**4 * (2.5 - 3 * x + x**2)
+    S1 = jnp.where(t < t_deploy, 30 * x**2 * (1 - x) ** 2, 0.0)
+    return L0 + v0 * t_deploy * (x - integral), v0 * (1 - S), -v0 * S1 / t_deploy
 
 
 def chord_libration(t, tether):
@@ -77,13 +85,12 @@ def chord_libration(t, tether):
 def reel_law(t, tether, t_deploy, rate, l_max=L1):
     """s̈ (2,) of the platform reel (robot reel locked): deployment ramp then libration-damping retrieval."""
     l, l_dot = tether.s[1] - tether.s[0], tether.s_dot[1] - tether.s_dot[0]
-    S, S1, S2 = smoothstep(t / t_deploy)
-    span = l_max - L0
-    l_cmd, l_dot_cmd, l_ddot_cmd = L0 + span * S, span * S1 / t_deploy, span * S2 / t_deploy**2
+    l_cmd, l_dot_cmd, l_ddot_cmd = deployment(t, t_deploy, l_max)
     deploy = l_ddot_cmd + (l_dot_cmd - l_dot) / 10.0 + (l_cmd - l) / 100.0        # feed-forward + tracking
     _, _, theta_dot = chord_libration(t, tether)
     retrieving = jnp.where(l > L_END, 1.0, 0.0)
-    retrieve = (l * (-rate * N_ORBIT * retrieving + GAIN * theta_dot) - l_dot) / TRACK
+    l_dot_cmd = V_MAX * jnp.tanh(l * (-rate * N_ORBIT * retrieving + GAIN * theta_dot) / V_MAX)   # |l̇| < V_MAX
+    retrieve = (l_dot_cmd - l_dot) / TRACK
     l_ddot = jnp.where(t < t_deploy, deploy, retrieve)
     return jnp.stack([-l_ddot, jnp.zeros_like(l_ddot)])                           # l̈ = −s̈_P
 
@@ -164,7 +171,9 @@ def run_coupled(system, t_end, t_deploy, theta0, l_max=L1):
     """Host loop over chunks with dt from the current length. Returns a dict of sampled arrays."""
     L = float(system.tether.length)
     rot = np.asarray(orb.lvlh_rotation(ORBIT, 0.0)) @ np.asarray(jaxsoa.rotation.exp_so3(jnp.array([0, 0, theta0])))
-    state, q_ref = tr.initial_state(system, L0 * 1.002, (L - L0, L), rotation=rot, omega=(0.0, 0.0, N_ORBIT))
+    v0 = float(deployment(0.0, t_deploy, l_max)[1])
+    state, q_ref = tr.initial_state(system, L0 * 1.002, (L - L0, L), rotation=rot, omega=(0.0, 0.0, N_ORBIT),
+                                    separation=v0)
     params = system.tether
     t, work = 0.0, jnp.zeros(5)
     samples = [(0.0, jax.jit(diagnostics)(system, 0.0, state), np.zeros(5))]
@@ -210,7 +219,7 @@ def dispersion_chunk(n_elements, draws, tethers, peaks, t0, dt, t_deploy, l_max,
 
 def draw_parameters(n_draws, seed=0):
     """(n_draws, 4) uniform draws of EA [N], α [s], retrieval rate c, initial in-plane libration θ₀ [rad]."""
-    low, high = np.array([1.5, 0.01, 0.15, -0.1]), np.array([4.0, 0.05, 0.45, 0.1])
+    low, high = np.array([1.5, 0.01, 0.1, -0.1]), np.array([4.0, 0.05, 0.5, 0.1])
     return low + (high - low) * np.random.default_rng(seed).random((n_draws, 4))
 
 
@@ -221,13 +230,14 @@ def run_dispersion(system, draws, t_end, t_deploy, l_max=L1):
     inputs = tether_inputs(end_mass=(m_P, m_M))
     L = tr.TETHER["length"]
     params = tr.tether_params(**{**tr.TETHER, "n_elements": n})
-    states = []
+    states, v0 = [], float(deployment(0.0, t_deploy, l_max)[1])
     for theta0 in draws[:, 3]:
         u = np.array([np.cos(theta0), np.sin(theta0), 0.0])
         d = L0 * 1.002
         r_P, r_M = -m_M / (m_P + m_M) * d * u, m_P / (m_P + m_M) * d * u
         w = np.array([0.0, 0.0, N_ORBIT])
-        states.append(straight_state(params, r_P, r_M, (L - L0, L), np.cross(w, r_P), np.cross(w, r_M)))
+        v_P, v_M = np.cross(w, r_P) - v0 * m_M / (m_P + m_M) * u, np.cross(w, r_M) + v0 * m_P / (m_P + m_M) * u
+        states.append(straight_state(params, r_P, r_M, (L - L0, L), v_P, v_M, (-v0, 0.0)))
     tethers = jax.tree.map(lambda *x: jnp.stack(x), *states)
     draws_j = jnp.asarray(draws)
     peaks, t, thetas = jnp.zeros(len(draws)), 0.0, []

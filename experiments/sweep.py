@@ -18,6 +18,17 @@ Systems (`SYSTEMS`; a new system is one more `SweepSystem` entry):
   once per step and held). Outputs: peak joint torque, hub attitude change, hub displacement, final
   tracking error (small: the model is exact, the zero-order hold leaves O(dt) errors). Grouped by
   topology.
+* ``stewart``: the gas-assisted Gough-Stewart platform (sims/stewart_gas.py) with a random extra
+  payload (0-8000 kg on its 12 t platform + payload, mass and inertia scaled together) following the
+  sine profile with a random heave amplitude (0.05-0.25 m; pitch 6°, roll 5°) for `steps` samples of
+  dt; Kane's inverse dynamics (`jaxsoa.stewart_dynamics.inverse_dynamics`) at each sample. Outputs:
+  peak and RMS electric cylinder force, peak gas-spring force (NaN flags a pose out of stroke).
+* ``tether``: the seed-001 dumbbell (500 kg platform, 50 kg subsatellite, jaxsoa tether FEM of 4
+  lumped elements, ρ = 5 g/m) on the local vertical of a circular 7000 km orbit, deploying from 50 m
+  at a constant random reel rate (0.5-3 m/s) with random EA (1-5 N) and α (0-0.05 s), from the
+  gravity-gradient equilibrium stretch; `steps` RK4 steps of its own TETHER_DT = 0.1 s (not dt:
+  the element modes allow it, and 0.01 s would show no libration). Outputs: peak tension, final
+  in-plane libration (Coriolis lag), final deployed length (a check: l₀ + rate · t, exact).
 
 Writes to --out: ``sweep_<system>.npz`` (inputs and per-sample outputs, metadata JSON inside; read
 with `jaxsoa.io.results.read_results`), ``sweep_<system>.png`` (histograms), ``sweep_summary.json``
@@ -39,16 +50,24 @@ import matplotlib
 import numpy as np
 
 import jaxsoa
+from jaxsoa import orbit as orb
 from jaxsoa.io.results import flatten, summarize, write_results
 from jaxsoa.reconfigure import apply_configuration, design_arrays
+from jaxsoa.reel import tether_inputs
 from jaxsoa.sharding import initialize_distributed, sharded_map
 from jaxsoa.spatial import skew
+from jaxsoa.stewart import path_state
+from jaxsoa.stewart_dynamics import inverse_dynamics
+from jaxsoa.tether import TetherState, element_strain, element_tension, tether_params
 from sims import dual_arm_spacecraft as dual
 from sims import space_arm_7dof as arm
+from sims import stewart_gas
+from sims import tethered_robot as tr
 
 matplotlib.use("Agg")
 DT = 0.01                                  # s, RK4 step of every system
 OMEGA = 10.0                               # rad/s, computed-torque loop bandwidth (dual_arm)
+TETHER_DT = 0.1                            # s, RK4 step of the tether: ω dt ≤ 0.5 for its stiffest draw at 50 m
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +164,68 @@ def dual_arm_simulator(steps):
     return simulate
 
 
+def stewart_sample(rng, count):
+    return {"payload_kg": rng.uniform(0.0, 8000.0, count), "heave_m": rng.uniform(0.05, 0.25, count)}
+
+
+def stewart_simulator(steps):
+    base = stewart_gas.build()
+
+    def simulate(sample):
+        scale = 1 + sample["payload_kg"] / base.platform_mass                  # payload scales m and J together
+        params = dataclasses.replace(base, platform_mass=scale * base.platform_mass,
+                                     platform_inertia=scale * base.platform_inertia)
+        path = stewart_gas.sine_profile(heave=sample["heave_m"])
+
+        def forces(time):                                           # Kane: F = (J₁₋₆ᵀ)⁻¹ (h − J₇₋₉ᵀ τ_P)
+            result = inverse_dynamics(params, *path_state(path, time))
+            return result.force, result.gas.force
+
+        electric, gas = jax.vmap(forces)(DT * jnp.arange(steps + 1, dtype=base.platform_mass.dtype))
+        return {"peak_force_kN": jnp.abs(electric).max() / 1e3, "rms_force_kN": jnp.sqrt(jnp.mean(electric**2)) / 1e3,
+                "peak_gas_force_kN": jnp.abs(gas).max() / 1e3}
+
+    return simulate
+
+
+def tether_sample(rng, count):
+    return {"EA": rng.uniform(1.0, 5.0, count), "alpha": rng.uniform(0.0, 0.05, count),
+            "reel_rate": rng.uniform(0.5, 3.0, count)}
+
+
+def tether_simulator(steps, l0=50.0, masses=(500.0, 50.0)):
+    orbit = orb.circular_orbit(7.0e6)
+    n = orb.mean_motion(orbit)
+    base = tether_params(rho=5e-3, EA=1.0, alpha=0.0, length=1100.0, n_elements=4, lumped=True)
+    inputs = tether_inputs(end_mass=masses)
+    m_P, m_M = masses
+    mu = m_P * m_M / (m_P + m_M)
+    sbar = jnp.linspace(0.0, 1.0, base.n_elements + 1)[:, None]
+    offset = (sbar - m_M / (m_P + m_M)) * jnp.asarray([[1.0, 0.0, 0.0]])    # node − centre of mass per unit chord
+    omega = jnp.stack([0.0, 0.0, n])
+
+    def simulate(sample):
+        params = dataclasses.replace(base, EA=sample["EA"], alpha=sample["alpha"])
+        rate = sample["reel_rate"]
+        d = l0 / (1 - 3 * n**2 * mu * l0 / params.EA)             # equilibrium stretch EA (d/l − 1) = 3 n² μ d
+        r = d * offset                                            # on the local vertical, subsatellite up
+        v = jnp.cross(omega, r) + rate * d / l0 * offset          # at rest in LVLH + paying out at (1 + ε) ṗ
+        x0 = TetherState(r, v, jnp.stack([base.length - l0, base.length]), jnp.stack([-rate, jnp.zeros_like(rate)]))
+
+        def step(state, k):
+            x, peak = state
+            x = tr.dumbbell_rk4_step(params, k * TETHER_DT, x, inputs, orbit, lambda t, y: jnp.zeros(2), TETHER_DT)
+            eps, eps_dot, _ = element_strain(params, x)
+            return (x, jnp.maximum(peak, element_tension(params, eps, eps_dot).max())), None
+
+        (x, peak), _ = jax.lax.scan(step, (x0, jnp.zeros_like(rate)), jnp.arange(steps, dtype=rate.dtype))
+        theta, _ = tr.libration_angles(orbit, steps * TETHER_DT, x.r[-1] - x.r[0])
+        return {"peak_tension_mN": 1e3 * peak, "final_libration_deg": jnp.degrees(theta),
+                "final_length_m": x.s[1] - x.s[0]}
+
+    return simulate
+
+
 SYSTEMS = {
     "space_arm": SweepSystem("7-DOF arm on a free hub, random payload and joint rates, coasting",
                              space_arm_sample, space_arm_simulator,
@@ -158,6 +239,16 @@ SYSTEMS = {
                              "hub_angle_final_deg": "hub attitude change at the end [deg]",
                              "hub_displacement_mm": "hub displacement [mm]",
                              "tracking_error_rad": "final joint tracking error [rad]"}, group="configuration"),
+    "stewart": SweepSystem("gas-assisted Stewart platform, random payload and heave amplitude, sine profile",
+                           stewart_sample, stewart_simulator,
+                           {"peak_force_kN": "peak electric cylinder force [kN]",
+                            "rms_force_kN": "RMS electric cylinder force [kN]",
+                            "peak_gas_force_kN": "peak gas-spring force [kN]"}),
+    "tether": SweepSystem(f"tethered dumbbell in orbit, deployment from 50 m, random EA, α, reel rate "
+                          f"(RK4 dt = {TETHER_DT} s)", tether_sample, tether_simulator,
+                          {"peak_tension_mN": "peak tether tension [mN]",
+                           "final_libration_deg": "final in-plane libration [deg]",
+                           "final_length_m": "final deployed length [m]"}),
 }
 STATS = ("mean", "std", "q5", "q50", "q95", "max")
 

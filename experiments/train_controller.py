@@ -178,6 +178,9 @@ def train(task: Task, batch, iters, horizon, lr, seed, progress=True):
     for i in tqdm(range(iters), desc=f"train {task.name}", disable=not progress):
         keys = jax.random.split(jax.random.fold_in(key, i + 1), batch)
         value, grads = value_and_grad(params, keys)
+        if not np.isfinite(float(value)):
+            raise FloatingPointError(f"{task.name}: the training loss became {float(value)} at step {i}; "
+                                     "lower --lr, or shorten --horizon")
         updates, state = optimizer.update(grads, state)
         params = optax.apply_updates(params, updates)
         losses.append(float(value))
@@ -202,7 +205,7 @@ def evaluate(task: Task, params, params0, horizon, n_eval, ct_omega, seed):
 
 
 def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=256, iters=150, horizon=60, lr=3e-3, n_eval=256,
-        ct_omega=4.0, seed=0, progress=True):
+        ct_omega=3.0, seed=0, progress=True):
     """Train and evaluate each task; returns the table rows."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -248,7 +251,7 @@ def main(argv=None):
     parser.add_argument("--horizon", type=int, default=60, help="steps per rollout, dt = 0.03 s (default 60)")
     parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     parser.add_argument("--eval", type=int, default=256, help="held-out rollouts (default 256)")
-    parser.add_argument("--ct-omega", type=float, default=4.0, help="computed-torque bandwidth ω [rad/s] (default 4)")
+    parser.add_argument("--ct-omega", type=float, default=3.0, help="computed-torque bandwidth ω [rad/s] (default 3)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.batch <= 0 or args.iters <= 0 or args.horizon <= 0:

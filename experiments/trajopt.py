@@ -1,7 +1,11 @@
 """Trajectory optimisation with gradients through rollouts: a free-floating 7-DOF space arm's
 point-to-point motion with the least hub attitude disturbance.
 
-    python -m experiments.trajopt [--out outputs/trajopt] [--iters 150] [--harmonics 3] [--steps 200]
+    python -m experiments.trajopt [--problem arm|tether] [--out outputs/trajopt] [--iters 150] [--harmonics 3]
+
+`--problem tether` runs the tether retrieval profile with minimal final libration instead
+(`experiments/trajopt_tether.py`, its own options: `python -m experiments.trajopt_tether --help`).
+The rest of this text is the arm problem (the default).
 
 System: `sims/space_arm_7dof.py` on its free-floating 2000 kg hub, zero gravity, zero initial
 momentum. The arm moves its joints from q_a to q_b in T seconds. The naive trajectory is the quintic
@@ -186,7 +190,17 @@ def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progr
 
 
 def main(argv=None):
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--problem", choices=("arm", "tether"), default="arm")
+    known, rest = pre.parse_known_args(argv)
+    if known.problem == "tether":                     # the tether retrieval profile, with its own options
+        from experiments import trajopt_tether
+
+        return trajopt_tether.main(rest)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problem", choices=("arm", "tether"), default="arm",
+                        help="arm: the free-floating arm (default); tether: the retrieval profile of "
+                             "experiments.trajopt_tether (its options: python -m experiments.trajopt_tether --help)")
     parser.add_argument("--out", default="outputs/trajopt", help="output folder (default outputs/trajopt)")
     parser.add_argument("--iters", type=int, default=150, help="Adam iterations (default 150)")
     parser.add_argument("--harmonics", type=int, default=3, help="cosine harmonics per joint (default 3)")

@@ -18,12 +18,13 @@ x axis, is the tether exit C_P. The robot's arm is mounted on its base's +x face
 is the centre of the base's −x face, (−0.2, 0, 0), facing the platform. With all joints at zero the
 tether runs along +x from C_P to C_M. Totals: platform 207 kg, robot 10.4 kg.
 
-Tether (default `TETHER`): ρ = 2e-3 kg/m, EA = 2.5 N, α = 0.05 s, L = 1100 m, lumped mass, n = 4
+Tether (default `TETHER`): ρ = 2e-3 kg/m, EA = 2.5 N, α = 0.05 s, L = 2000 m, lumped mass, n = 4
 elements. It is deliberately soft so that explicit RK4 stays affordable at l = 10 m: the highest
 element frequency is 2 n c / l with c = √(EA/ρ) ≈ 35 m/s (28 rad/s at 10 m, dt ≲ 0.05 s) and the
 Kelvin–Voigt rate α ω² bounds dt as well; at 1 km in a 7000 km orbit the gravity-gradient tension
-3 n² l μ ≈ 35 mN stretches it by 1.4 %. Joints are held by PD torques (`GAINS`, soft enough for
-dt = 0.4 s). The stored tether ρ s_P, ρ (L − s_M) rides on the bodies as point masses at C_P, C_M.
+3 n² l μ ≈ 35 mN stretches it by 1.4 %. Joints are held by PD torques (`GAINS`: soft, because with
+the base free the wrist's effective inertia is small and stiffer gains made RK4 unstable at dt = 0.4 s).
+The stored tether ρ s_P, ρ (L − s_M) rides on the bodies as point masses at C_P, C_M.
 
 Coupled dynamics (one RK4 step over (q_P, v_P, q_M, v_M, tether)): the tether's end forces are affine
 in the exit-point accelerations (`jaxsoa.reel.end_coupling`: F_e = f_e − Σ m_ef a_f); each body's
@@ -51,7 +52,7 @@ BASE_MASS, BASE_EDGE = 8.0, 0.4
 ROBOT_ARM = ((0.3, 1.0, (0.0, 0.0, 1.0)), (0.3, 0.8, (0.0, 1.0, 0.0)), (0.3, 0.6, (0.0, 1.0, 0.0)))
 EXIT_P = (0.6, 0.0, 0.0)                            # C_P in deployer_2's frame (its tip)
 EXIT_M = (-0.2, 0.0, 0.0)                           # C_M in the robot base frame (−x face centre)
-GAINS = (0.2, 0.05)                                 # joint PD (K_p [N m/rad], K_d [N m s/rad])
+GAINS = (0.05, 0.01)                                 # joint PD (K_p [N m/rad], K_d [N m s/rad])
 
 
 def _rod(mass, length, direction):
@@ -116,7 +117,7 @@ class State:
     tether: TetherState
 
 
-TETHER = dict(rho=2e-3, EA=2.5, alpha=0.05, length=1100.0, n_elements=4, lumped=True)
+TETHER = dict(rho=2e-3, EA=2.5, alpha=0.05, length=2000.0, n_elements=4, lumped=True)
 
 
 def build(tether=None, orbit=None, gains=GAINS) -> TetheredRobot:
@@ -256,10 +257,13 @@ def default_inputs(dtype=jnp.float64) -> TetherInputs:
     return tether_inputs(dtype=dtype)
 
 
-def initial_state(system: TetheredRobot, distance, s, rotation=None, omega=(0.0, 0.0, 0.0), s_dot=(0.0, 0.0)):
+def initial_state(system: TetheredRobot, distance, s, rotation=None, omega=(0.0, 0.0, 0.0), s_dot=None,
+                  separation=0.0):
     """Host-side: joints at zero, the straight tether along the rotated x axis with |C_M − C_P| =
     `distance`, the whole system's centre of mass at the origin, then turned by `rotation` (3, 3)
-    and moving rigidly at angular velocity `omega` (3,) (e.g. n ẑ: at rest in LVLH). s = (s_P, s_M)."""
+    and moving rigidly at angular velocity `omega` (3,) (e.g. n ẑ: at rest in LVLH). s = (s_P, s_M).
+    `separation` [m/s]: the robot recedes from the platform along the tether at this rate (momentum
+    zero: each body gets its share), paid out by the platform reel (s_dot default (−separation, 0))."""
     platform, robot = system.platform, system.robot
     q_P, q_M = np.array(jaxsoa.neutral(platform)), np.array(jaxsoa.neutral(robot))
     c_P = np.asarray(exit_point(platform, jnp.asarray(q_P), jnp.zeros(platform.nv), system.exit_links[0],
@@ -275,12 +279,16 @@ def initial_state(system: TetheredRobot, distance, s, rotation=None, omega=(0.0,
     R0, w = np.eye(3) if rotation is None else np.asarray(rotation, float), np.asarray(omega, float)
     quat = np.asarray(jaxsoa.rotation.rotation_to_quat(jnp.asarray(R0)))
     q_bodies, v_bodies = [], []
+    u = R0[:, 0]                                                              # tether direction
+    kick = {id(platform): -separation * m_M / (m_P + m_M) * u, id(robot): separation * m_P / (m_P + m_M) * u}
     for q, model in ((q_P, platform), (q_M, robot)):
         p = R0 @ (q[:3] - com)
         q_bodies.append(np.concatenate([p, quat, q[7:]]))
-        v_bodies.append(np.concatenate([R0.T @ np.cross(w, p), R0.T @ w, np.zeros(model.nv - 6)]))
+        v_bodies.append(np.concatenate([R0.T @ (np.cross(w, p) + kick[id(model)]), R0.T @ w, np.zeros(model.nv - 6)]))
     r_P, r_M = R0 @ (c_P - com), R0 @ (c_M - com)
-    tether = straight_state(system.tether, r_P, r_M, s, np.cross(w, r_P), np.cross(w, r_M), s_dot)
+    s_dot = (-separation, 0.0) if s_dot is None else s_dot
+    tether = straight_state(system.tether, r_P, r_M, s, np.cross(w, r_P) + kick[id(platform)],
+                            np.cross(w, r_M) + kick[id(robot)], s_dot)
     cast = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
     state = State(cast(q_bodies[0]), cast(v_bodies[0]), cast(q_bodies[1]), cast(v_bodies[1]), tether)
     return state, (jnp.zeros(platform.nv - 6), jnp.zeros(robot.nv - 6))

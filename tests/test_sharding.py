@@ -26,6 +26,7 @@ from jaxsoa import free_floating_aba, sharding
 from jaxsoa.io.results import read_results, summarize, write_results
 from jaxsoa.reconfigure import apply_configuration, design_arrays
 from sims import dual_arm_spacecraft as dual
+from sims import stewart_gas
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -151,7 +152,7 @@ def test_bad_input_names_the_field(dynamics):
     with pytest.raises(ValueError, match="'process_id' must be in"):
         sharding.initialize_distributed("localhost:1", 2, 2)
     with pytest.raises(ValueError, match="'system'"):
-        sweep.run("unused", systems=("stewart",))
+        sweep.run("unused", systems=("no_such_system",))
 
 
 def test_summary_and_result_file(tmp_path):
@@ -186,3 +187,30 @@ def test_experiment_writes_its_files(tmp_path):
     assert by[("all", "peak_torque_Nm")]["max"] == torque.max() > 0
     assert sum(by[(g, "peak_torque_Nm")]["n"] for g in groups) == 7
     assert json.loads((tmp_path / "sweep_summary.json").read_text())["rows"] == json.loads(json.dumps(rows))
+
+
+def test_stewart_and_tether_entries(tmp_path):
+    """The Stewart platform and tethered-dumbbell entries on a tiny sweep: files written, every output
+    finite, and the closed forms each must meet. Stewart: every profile starts at the mid pose, where each
+    gas spring pushes with exactly precharge × piston area (38.6 kN), so the peak gas force is at least
+    that, and the electric legs carry a load. Tether: the rate-driven reel
+    pays out at a constant rate, so the deployed length is exactly l₀ + rate · t (RK4 integrates a
+    linear s exactly: 1e-9 m), and gravity gradient keeps the deployed tether taut (peak tension > 0)."""
+    steps = 5
+    rows, throughput = sweep.run(tmp_path, systems=("stewart", "tether"), count=3, chunk=3, steps=steps,
+                                 progress=False)
+    assert {p.name for p in tmp_path.iterdir()} == {"sweep_stewart.npz", "sweep_stewart.png", "sweep_tether.npz",
+                                                     "sweep_tether.png", "sweep_summary.md", "sweep_summary.json"}
+    assert len(throughput) == 2 and all(r["nonfinite"] == 0 for r in rows)
+    stewart, _ = read_results(tmp_path / "sweep_stewart.npz")
+    tether, meta = read_results(tmp_path / "sweep_tether.npz")
+    for arrays in (stewart, tether):
+        for name, value in arrays.items():
+            assert value.shape[0] == 3 and np.all(np.isfinite(value)), name
+    assert np.all(stewart["outputs/peak_force_kN"] >= stewart["outputs/rms_force_kN"])
+    assert np.all(stewart["outputs/rms_force_kN"] > 0)
+    mid = float(stewart_gas.PRECHARGE * np.pi * 0.16**2) / 1e3             # p₀ A_P, bore 0.32 m (kN)
+    assert np.all(stewart["outputs/peak_gas_force_kN"] >= mid * (1 - 1e-12))
+    expected = 50.0 + tether["inputs/reel_rate"] * steps * sweep.TETHER_DT
+    np.testing.assert_allclose(tether["outputs/final_length_m"], expected, rtol=0, atol=1e-9)
+    assert np.all(tether["outputs/peak_tension_mN"] > 0) and meta["count"] == 3
