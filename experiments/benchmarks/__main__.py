@@ -41,7 +41,9 @@ def parts(results, quick):
                               + ([] if robot == "panda" else ["--settings", "emitters_off", "--variant-batches", ""]))
             for robot in bc.ROBOTS}
     rest = {name: (f"bench_{name}", [*q, "--out", str(results / f"{name}.json")])
-            for name in ("topology", "gradient", "tether", "stewart", "scaling")}
+            for name in ("topology", "gradient", "stewart", "scaling")}
+    tether_quick = ["--elements", "4,8", "--batch", "16", "--steps", "10", "--repeats", "2"]
+    rest["tether"] = ("bench_tether", [*(tether_quick if quick else []), "--out", str(results / "tether.json")])
     jaxsim = {"jaxsim": ("bench_jaxsim", [*q, "--out", str(results / "jaxsim.json")])}   # the '.[bench]' extra
     return {**core, **rest, **jaxsim}
 

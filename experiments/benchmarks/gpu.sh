@@ -10,9 +10,9 @@ cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 RESULTS=${RESULTS:-experiments/benchmarks/results/gpu}
 if [[ "${1:-}" == "--small" ]]; then
-  BATCHES=1,64; BIG=256; STEPS=10; NODES=4,8; RESULTS=${RESULTS}_small
+  BATCHES=1,64; BIG=64; STEPS=10; NODES=4,8; QUICK=--quick; RESULTS=${RESULTS}_small
 else
-  BATCHES=1024,65536,1048576; BIG=65536; STEPS=100; NODES=4,16,64,256
+  BATCHES=1024,65536,1048576; BIG=65536; STEPS=100; NODES=4,16,64,256; QUICK=
 fi
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1
@@ -21,13 +21,9 @@ for robot in panda solo12 talos; do   # Pinocchio anchors run on the host CPU; M
   "$PY" -m experiments.benchmarks.bench_core --robot "$robot" --batches "$BATCHES" --dtypes float32,float64 \
       --settings emitters_off --variant-batches "" --repeats 5 --target-s 0.2 --out "$RESULTS/core_$robot.json"
 done
-"$PY" -m experiments.benchmarks.bench_topology --batch "$BIG" --crossover-batch "$BIG" --out "$RESULTS/topology.json"
-"$PY" -m experiments.benchmarks.bench_gradient --batch "$BIG" --steps "$STEPS" --out "$RESULTS/gradient.json"
-"$PY" -m experiments.benchmarks.bench_scaling --batch "$BIG" --out "$RESULTS/scaling.json"
-if [[ -f experiments/benchmarks/bench_tether.py ]]; then
-  "$PY" -m experiments.benchmarks.bench_tether --nodes "$NODES" --out "$RESULTS/tether.json"
-fi
-if [[ -f experiments/benchmarks/bench_stewart.py ]]; then
-  "$PY" -m experiments.benchmarks.bench_stewart --batch "$BIG" --out "$RESULTS/stewart.json"
-fi
+"$PY" -m experiments.benchmarks.bench_topology $QUICK --batch "$BIG" --crossover-batch "$BIG" --out "$RESULTS/topology.json"
+"$PY" -m experiments.benchmarks.bench_gradient $QUICK --batch "$BIG" --steps "$STEPS" --out "$RESULTS/gradient.json"
+"$PY" -m experiments.benchmarks.bench_scaling $QUICK --batch "$BIG" --out "$RESULTS/scaling.json"
+"$PY" -m experiments.benchmarks.bench_tether --elements "$NODES" --batch "$BIG" --out "$RESULTS/tether.json"
+"$PY" -m experiments.benchmarks.bench_stewart --batches "1024,$BIG" --out "$RESULTS/stewart.json"
 "$PY" -m experiments.benchmarks --results "$RESULTS" --report   # the target table from the JSON files
