@@ -8,6 +8,7 @@ name says `world`.
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxsoa import joints
 from jaxsoa.model import Model, link_inertia, link_placement
@@ -26,17 +27,17 @@ from jaxsoa.traversal import outward, path_matrix, tree_traversal
 
 def per_link(model: Model, fn, dtype):
     """Evaluate `fn(joint_type, links)` -> tuple of (k, ...) arrays for every static joint type
-    and scatter the results into (n, ...) arrays (types absent from the model are skipped)."""
-    result = None
-    for joint_type in range(len(joints.NQ)):
-        links = model.links_of_type(joint_type)
-        if links.size == 0:
-            continue
-        parts = fn(joint_type, links)
-        if result is None:
-            result = tuple(jnp.zeros((model.n_links, *x.shape[1:]), dtype) for x in parts)
-        result = tuple(r.at[links].set(x.astype(dtype)) for r, x in zip(result, parts, strict=False))
-    return result
+    and assemble the results into (n, ...) arrays in storage order (types absent from the model are
+    skipped). The assembly is a concatenation of static slices, one per run of consecutive links of
+    the same type (no scatter, which XLA's CPU backend lowers to a loop)."""
+    types = np.asarray(model.joint_types)
+    parts = {t: fn(int(t), model.links_of_type(int(t))) for t in np.unique(types)}
+    starts = np.flatnonzero(np.diff(types, prepend=-1))                  # first link of each run
+    runs = [(types[k], int(np.sum(types[:k] == types[k])), int(end - k))  # (type, rank in its type, length)
+            for k, end in zip(starts, [*starts[1:], len(types)], strict=True)]
+    n_out = len(next(iter(parts.values())))
+    return tuple(jnp.concatenate([parts[t][i][r:r + length].astype(dtype) for t, r, length in runs])
+                 for i in range(n_out))
 
 
 def joint_frames(model: Model, q):

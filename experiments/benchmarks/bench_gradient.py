@@ -46,8 +46,10 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--repeats", type=int, default=5, help="timed rounds per case (the median is reported)")
     p.add_argument("--target-s", type=float, default=0.2, help="approximate duration of one timed round")
-    p.add_argument("--checkpoints", type=lambda s: tuple(x for x in s.split(",") if x), default=("off", "step"),
-                   help="comma-separated: off, step, or names of jax.checkpoint_policies (default off,step)")
+    p.add_argument("--checkpoints", type=lambda s: tuple(x for x in s.split(",") if x),
+                   default=("off", "step", "nothing_saveable"),
+                   help="comma-separated: off, step, or names of jax.checkpoint_policies "
+                        "(default off,step,nothing_saveable)")
     p.add_argument("--unroll", default="1", help="links per scan iteration in ABA's traversal: an integer or "
                                                  "'full' (default 1)")
     p.add_argument("--systems", type=lambda s: tuple(x for x in s.split(",") if x),
