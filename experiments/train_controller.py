@@ -204,7 +204,7 @@ def evaluate(task: Task, params, params0, horizon, n_eval, ct_omega, seed):
     return out
 
 
-def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=256, iters=150, horizon=60, lr=3e-3, n_eval=256,
+def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=256, iters=150, horizon=60, lr=1e-3, n_eval=256,
         ct_omega=3.0, seed=0, progress=True):
     """Train and evaluate each task; returns the table rows."""
     out_dir = pathlib.Path(out_dir)
@@ -249,7 +249,7 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=256, help="parallel rollouts per training step (default 256)")
     parser.add_argument("--iters", type=int, default=150, help="training steps (default 150)")
     parser.add_argument("--horizon", type=int, default=60, help="steps per rollout, dt = 0.03 s (default 60)")
-    parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
     parser.add_argument("--eval", type=int, default=256, help="held-out rollouts (default 256)")
     parser.add_argument("--ct-omega", type=float, default=3.0, help="computed-torque bandwidth ω [rad/s] (default 3)")
     parser.add_argument("--seed", type=int, default=0)
