@@ -90,6 +90,13 @@ def target_rows(results):
     if compiles:
         name, worst = max(compiles, key=lambda c: c[1])
         rows.append([f"largest compile time ({name})", worst, "≤ 10 s", worst <= 10])
+    tether = _load(results, "tether")
+    if tether:
+        cores = tether["meta"].get("cpu_count") or os.cpu_count()
+        for r in (r for r in tether["records"] if r.get("part") == "batch"):
+            rate = r["tether_steps_per_s"] * r["nodes"] / cores
+            rows.append([f"tether node updates per second per core ({r['nodes']} nodes, batch {r['batch']}, "
+                         f"{cores} cores)", rate, "≥ 1e6", rate >= 1e6])
     scaling = _load(results, "scaling")
     if scaling:
         for key in ("chain aba", "tree aba", "chain rnea", "tree rnea"):
