@@ -5,7 +5,8 @@ time of every case and the fitted slope of log(µs/sample) against log(n).
 
     python -m experiments.benchmarks.bench_scaling [--quick] [--ns 4,8,...] [--batch 256] [--dtype float32]
 
-The slope is fitted over n ≥ `--fit-from` (16): at small n the per-call overhead dominates. A slope
+The slope is fitted over n ≥ `--fit-from` (16), on each case's fastest timed round (robust to other load
+on a shared machine): at small n the per-call overhead dominates. A slope
 near 1 is O(n) per sample; CRBA builds the n×n mass matrix, so its slope is ~2 by construction. The
 dense forms stop at `--dense-max-n` (64): φ alone holds (6n)² numbers per sample.
 Writes results/bench_scaling.json (or --out) and prints a markdown table.
@@ -66,12 +67,14 @@ def run_case(name, model, inputs, opts):
     compiled = batched(name).lower(model, *inputs).compile()
     compile_s = time.perf_counter() - t0
     res = bc.measure(bc._blocking, (compiled, model, *inputs), opts.repeats, opts.target_s)
-    return {"compile_s": compile_s, "per_sample_us": res["call_s"] / opts.batch * 1e6, **res}
+    return {"compile_s": compile_s, "per_sample_us": res["call_s"] / opts.batch * 1e6,
+            "per_sample_us_min": res["call_s_min"] / opts.batch * 1e6, **res}
 
 
 def fitted_slope(records, shape, algo, fit_from):
-    """Least-squares slope of log(µs/sample) against log(n) over n ≥ fit_from."""
-    pts = [(r["n"], r["per_sample_us"]) for r in records if r["shape"] == shape and r["algo"] == algo
+    """Least-squares slope of log(µs/sample) against log(n) over n ≥ fit_from, on the fastest round of each
+    case (the least disturbed by other load on a shared machine)."""
+    pts = [(r["n"], r["per_sample_us_min"]) for r in records if r["shape"] == shape and r["algo"] == algo
            and r["n"] >= fit_from]
     if len(pts) < 2:
         return None
