@@ -36,8 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa import joints
+from jaxsoa.loops import closure_from_topology, cut_interfaces
 from jaxsoa.reconfigure import LinkDesign, reconfigurable_model
-from jaxsoa.topology import closure_from_topology, cut_interfaces, topology_from_configuration
+from jaxsoa.topology import topology_from_configuration
 from sims import dual_arm_spacecraft as sc
 
 OBJECT_MASS, OBJECT_J0 = 40.0, 0.5

@@ -12,14 +12,9 @@ import pytest
 from scipy.sparse.csgraph import shortest_path
 
 from jaxsoa import joints
+from jaxsoa.loops import closure_from_topology, cut_interfaces
 from jaxsoa.reconfigure import LinkDesign
-from jaxsoa.topology import (
-    CUT_FIELDS,
-    closure_from_topology,
-    cut_interfaces,
-    topology_from_configuration,
-    topology_from_configuration_traced,
-)
+from jaxsoa.topology import CUT_FIELDS, topology_from_configuration, topology_from_configuration_traced
 from sims import dual_arm_grasp
 from sims import dual_arm_spacecraft as sc
 from tests.test_topology import random_configuration
