@@ -314,3 +314,16 @@ def write_json(path, payload):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+
+
+def jax_run_meta(module, start):
+    """Metadata of a single-process JAX benchmark run: its command, versions, devices, XLA flags, load, time."""
+    import sys
+    import time
+
+    import jax
+
+    return {"command": [Path(sys.executable).name, "-m", f"experiments.benchmarks.{module}", *sys.argv[1:]],
+            "jax": jax.__version__, "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), "loadavg_end": os.getloadavg(),
+            "total_s": time.perf_counter() - start}

@@ -19,7 +19,6 @@ shared/design/performance.md), compile times, and XLA's estimate of temporary me
 
 import argparse
 import functools
-import os
 import sys
 import time
 from pathlib import Path
@@ -133,10 +132,7 @@ def main(argv=None):
                          "compile s rollout", "compile s grad", "temp bytes/sample grad"], rows)
     print(f"# bench_gradient: {opts.steps} RK4 steps, batch {opts.batch}, {opts.dtype}, unroll {opts.unroll}, "
           f"{jax.devices()[0]}\n\n{table}")
-    meta = {"command": [Path(sys.executable).name, "-m", "experiments.benchmarks.bench_gradient", *sys.argv[1:]],
-            "jax": jax.__version__, "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
-            "xla_flags": os.environ.get("XLA_FLAGS", ""), "loadavg_end": os.getloadavg(),
-            "total_s": time.perf_counter() - start}
+    meta = bc.jax_run_meta("bench_gradient", start)
     bc.write_json(opts.out, {"meta": meta, "records": records, "table": table})
     print(f"\nwrote {opts.out}")
     return records

@@ -13,7 +13,6 @@ Writes results/bench_scaling.json (or --out) and prints a markdown table.
 """
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -107,10 +106,7 @@ def main(argv=None):
     print(f"# bench_scaling: {opts.dtype}, batch {opts.batch}, {jax.devices()[0]}\n\n{table}\n\n"
           f"fitted slope of log(µs/sample) vs log(n), n ≥ {opts.fit_from}:\n\n"
           f"{bc.md_table(['shape algo', 'slope'], slope_rows)}")
-    meta = {"command": [Path(sys.executable).name, "-m", "experiments.benchmarks.bench_scaling", *sys.argv[1:]],
-            "jax": jax.__version__, "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
-            "xla_flags": os.environ.get("XLA_FLAGS", ""), "loadavg_end": os.getloadavg(),
-            "total_s": time.perf_counter() - start}
+    meta = bc.jax_run_meta("bench_scaling", start)
     bc.write_json(opts.out, {"meta": meta, "slopes": slopes, "records": records, "table": table})
     print(f"\nwrote {opts.out}")
     return {"slopes": slopes, "records": records}

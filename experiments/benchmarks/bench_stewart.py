@@ -11,7 +11,6 @@ the largest force. Writes results/bench_stewart.json (or --out) and prints a mar
 """
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -82,10 +81,7 @@ def main(argv=None):
                         [[r["algo"], r["dtype"], r["batch"], r["per_sample_us"], r["poses_per_s"], r["compile_s"],
                           r["invalid_fraction"], r["rel_err_vs_f64"]] for r in records])
     print(f"# bench_stewart: {jax.devices()[0]}\n\n{table}")
-    meta = {"command": [Path(sys.executable).name, "-m", "experiments.benchmarks.bench_stewart", *sys.argv[1:]],
-            "jax": jax.__version__, "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
-            "xla_flags": os.environ.get("XLA_FLAGS", ""), "loadavg_end": os.getloadavg(),
-            "total_s": time.perf_counter() - start}
+    meta = bc.jax_run_meta("bench_stewart", start)
     bc.write_json(opts.out, {"meta": meta, "records": records, "table": table})
     print(f"\nwrote {opts.out}")
     return records
