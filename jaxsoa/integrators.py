@@ -14,7 +14,7 @@ from jaxsoa.model import Model
 from jaxsoa.recursive import aba
 
 
-def _dexp_inv(model: Model, delta, v):
+def dexp_inv(model: Model, delta, v):
     """Rate of the tangent coordinate δ (q(t) = q ⊕ δ(t)) for body velocity v:
     δ̇ = v + ½ [δ, v] + 1/12 [δ, [δ, v]] (dexp⁻¹ truncated; the next term is O(|δ|⁴)), with the
     so(3) bracket for spherical joints and the se(3) bracket for free joints ([v; ω] layout);
@@ -59,11 +59,11 @@ def rk4_step(model: Model, q, v, tau, dt, dynamics=aba):
     a1 = accel(0.0, zero, zero)
     k1 = v
     a2 = accel(0.5 * dt, 0.5 * dt * a1, 0.5 * dt * k1)
-    k2 = _dexp_inv(model, 0.5 * dt * k1, v + 0.5 * dt * a1)
+    k2 = dexp_inv(model, 0.5 * dt * k1, v + 0.5 * dt * a1)
     a3 = accel(0.5 * dt, 0.5 * dt * a2, 0.5 * dt * k2)
-    k3 = _dexp_inv(model, 0.5 * dt * k2, v + 0.5 * dt * a2)
+    k3 = dexp_inv(model, 0.5 * dt * k2, v + 0.5 * dt * a2)
     a4 = accel(dt, dt * a3, dt * k3)
-    k4 = _dexp_inv(model, dt * k3, v + dt * a3)
+    k4 = dexp_inv(model, dt * k3, v + dt * a3)
     q_next = integrate(model, q, dt * (k1 + 2 * k2 + 2 * k3 + k4) / 6)
     return q_next, v + dt * (a1 + 2 * a2 + 2 * a3 + a4) / 6
 

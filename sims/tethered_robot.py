@@ -41,7 +41,7 @@ import numpy as np
 import jaxsoa
 from jaxsoa import joints
 from jaxsoa import orbit as orb
-from jaxsoa.integrators import _dexp_inv
+from jaxsoa.integrators import dexp_inv
 from jaxsoa.kinematics import frame_jacobian, link_accelerations, link_velocities
 from jaxsoa.reel import TetherInputs, end_coupling, tether_dynamics, tether_inputs
 from jaxsoa.tether import TetherParams, TetherState, straight_state, tether_momentum, tether_params
@@ -221,7 +221,7 @@ def rk4_step(system: TetheredRobot, t, state: State, reel_accel, q_ref, dt, inpu
                       jaxsoa.integrate(system.robot, state.q_robot, dq_M), state.v_robot + dv_M, tether)
         stage_inputs = dataclasses.replace(inputs, reel_accel=reel_accel(t + offset, stage))
         a_P, a_M, r_dd, s_dd, _ = accelerations(system, t + offset, stage, stage_inputs, q_ref)
-        rates = (_dexp_inv(system.platform, dq_P, stage.v_platform), _dexp_inv(system.robot, dq_M, stage.v_robot))
+        rates = (dexp_inv(system.platform, dq_P, stage.v_platform), dexp_inv(system.robot, dq_M, stage.v_robot))
         return rates, (a_P, a_M), TetherState(tether.v, r_dd, tether.s_dot, s_dd)
 
     def stage(i, carry):
