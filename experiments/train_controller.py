@@ -2,7 +2,7 @@
 computed-torque control.
 
     python -m experiments.train_controller [--out outputs/train] [--task space_arm|reconfigurable|all]
-                                           [--batch 256] [--iters 150] [--horizon 60]
+                                           [--batch 128] [--iters 120] [--horizon 60]
 
 Tasks (each a batch of parallel rollouts per training step; gradients flow through every step):
 * `space_arm`: the free-floating 7-DOF space arm (`sims/space_arm_7dof.py`) reaches random joint targets
@@ -204,7 +204,7 @@ def evaluate(task: Task, params, params0, horizon, n_eval, ct_omega, seed):
     return out
 
 
-def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=256, iters=150, horizon=60, lr=1e-3, n_eval=256,
+def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=128, iters=120, horizon=60, lr=1e-3, n_eval=256,
         ct_omega=3.0, seed=0, progress=True):
     """Train and evaluate each task; returns the table rows."""
     out_dir = pathlib.Path(out_dir)
@@ -246,8 +246,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="outputs/train", help="output folder (default outputs/train)")
     parser.add_argument("--task", default="all", choices=[*TASKS, "all"], help="which task (default all)")
-    parser.add_argument("--batch", type=int, default=256, help="parallel rollouts per training step (default 256)")
-    parser.add_argument("--iters", type=int, default=150, help="training steps (default 150)")
+    parser.add_argument("--batch", type=int, default=128, help="parallel rollouts per training step (default 128)")
+    parser.add_argument("--iters", type=int, default=120, help="training steps (default 120)")
     parser.add_argument("--horizon", type=int, default=60, help="steps per rollout, dt = 0.03 s (default 60)")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
     parser.add_argument("--eval", type=int, default=256, help="held-out rollouts (default 256)")
