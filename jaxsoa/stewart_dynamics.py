@@ -24,6 +24,7 @@ import typing
 import jax
 import jax.numpy as jnp
 
+from jaxsoa.integrators import ode_rk4_step
 from jaxsoa.rotation import quat_multiply, quat_normalize, quat_to_rotation
 from jaxsoa.spatial import skew
 from jaxsoa.stewart import N_ELECTRIC, PoseStatus, StewartParams, jacobian, leg_lengths, leg_motion, pose_status
@@ -145,18 +146,8 @@ def _state_rate(params, time, state, control):
 def simulate(params: StewartParams, t0, quat0, u0, control, dt, n_steps):
     """RK4 rollout (`lax.scan`, quaternion renormalised each step) under electric forces
     `control(time, t, R, u) -> (6,)`. Returns (t (n+1, 3), quat_xyzw (n+1, 4), u (n+1, 6))."""
-    def step(state, k):
-        time = k * dt
-
-        def moved(rate, h):                      # state + h · rate
-            return jax.tree.map(lambda x, r: x + h * r, state, rate)
-
-        k1 = _state_rate(params, time, state, control)
-        k2 = _state_rate(params, time + dt / 2, moved(k1, dt / 2), control)
-        k3 = _state_rate(params, time + dt / 2, moved(k2, dt / 2), control)
-        k4 = _state_rate(params, time + dt, moved(k3, dt), control)
-        rate = jax.tree.map(lambda a, b, c, d: (a + 2 * b + 2 * c + d) / 6, k1, k2, k3, k4)
-        t, quat, u = moved(rate, dt)             # x_{k+1} = x_k + dt (k₁ + 2k₂ + 2k₃ + k₄) / 6
+    def step(state, k):                          # classical RK4, then the quaternion renormalised
+        t, quat, u = ode_rk4_step(lambda time, x: _state_rate(params, time, x, control), k * dt, state, dt)
         new = (t, quat_normalize(quat), u)
         return new, new
 

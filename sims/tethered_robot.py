@@ -41,7 +41,7 @@ import numpy as np
 import jaxsoa
 from jaxsoa import joints
 from jaxsoa import orbit as orb
-from jaxsoa.integrators import dexp_inv
+from jaxsoa.integrators import dexp_inv, ode_rk4_step
 from jaxsoa.kinematics import frame_jacobian, link_accelerations, link_velocities
 from jaxsoa.reel import TetherInputs, end_coupling, tether_dynamics, tether_inputs
 from jaxsoa.tether import TetherParams, TetherState, straight_state, tether_momentum, tether_params
@@ -297,19 +297,11 @@ def initial_state(system: TetheredRobot, distance, s, rotation=None, omega=(0.0,
 def dumbbell_rk4_step(params: TetherParams, t, tether: TetherState, inputs: TetherInputs, orbit, reel_accel, dt):
     """One RK4 step of the reduced model: the two bodies as point masses `inputs.end_mass` at the tether
     ends (`jaxsoa.reel.tether_dynamics`), gravity gradient of `orbit` (None: free space) on every mass."""
-    def deriv(offset, x):
-        ext = None if orbit is None else (lambda r: orb.gravity_gradient_acceleration(orbit, t + offset, r))
-        stage_inputs = dataclasses.replace(inputs, reel_accel=reel_accel(t + offset, x))
-        return tether_dynamics(params, x, stage_inputs, ext)
+    def deriv(time, x):
+        ext = None if orbit is None else (lambda r: orb.gravity_gradient_acceleration(orbit, time, r))
+        return tether_dynamics(params, x, dataclasses.replace(inputs, reel_accel=reel_accel(time, x)), ext)
 
-    def add(h, k):
-        return jax.tree.map(lambda x, y: x + h * y, tether, k)
-
-    k1 = deriv(0.0, tether)
-    k2 = deriv(dt / 2, add(dt / 2, k1))
-    k3 = deriv(dt / 2, add(dt / 2, k2))
-    k4 = deriv(dt, add(dt, k3))
-    return jax.tree.map(lambda x, a, b, c, d: x + dt / 6 * (a + 2 * b + 2 * c + d), tether, k1, k2, k3, k4)
+    return ode_rk4_step(deriv, t, tether, dt)
 
 
 def libration_angles(orbit, t, chord):

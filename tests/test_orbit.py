@@ -11,6 +11,7 @@ import pytest
 import jaxsoa
 from jaxsoa import joints
 from jaxsoa import orbit as orb
+from jaxsoa.integrators import ode_rk4_step
 
 ORBIT = orb.circular_orbit(7.0e6)
 N = float(orb.mean_motion(ORBIT))
@@ -19,14 +20,9 @@ ELLIPTIC = orb.OrbitParams(mu=orb.EARTH_MU, a=8.0e6, e=0.1, mean_anomaly0=0.3)
 
 
 def rk4_scan(deriv, x0, dt, n_steps):
-    """Classical RK4 for x' = deriv(t, x) (test-local, flat state): (n_steps + 1, dim)."""
+    """`jaxsoa.integrators.ode_rk4_step` scanned over n_steps: (n_steps + 1, dim)."""
     def body(x, k):
-        t = k * dt
-        k1 = deriv(t, x)
-        k2 = deriv(t + dt / 2, x + dt / 2 * k1)
-        k3 = deriv(t + dt / 2, x + dt / 2 * k2)
-        k4 = deriv(t + dt, x + dt * k3)
-        x = x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        x = ode_rk4_step(deriv, k * dt, x, dt)
         return x, x
     _, xs = jax.lax.scan(body, x0, jnp.arange(n_steps, dtype=x0.dtype))
     return jnp.concatenate([x0[None], xs])
