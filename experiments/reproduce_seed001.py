@@ -1,25 +1,24 @@
 """Seed 001: a space tethered robot (sims/tethered_robot.py) in a circular orbit (a = 7000 km) deploys
-its tether from 10 m to 1 km and retrieves it, with a dispersion over tether and reel parameters.
+its tether from 10 m to 1 km, damps the libration this leaves, and retrieves it to 50 m; with a
+dispersion over tether and reel parameters.
 
-    python -m experiments.reproduce_seed001 [--out outputs/seed001] [--deploy 1200] [--retrieve 2400]
-                                            [--draws 1024] [--elements 4]
+    python -m experiments.reproduce_seed001 [--out outputs/seed001] [--deploy 1200] [--hold 2000]
+                                            [--retrieve 10000] [--draws 1024] [--elements 4]
 
 Coupled run: platform (hub + 2-joint deployer, 207 kg) and robot (base + 3-link arm, 10.4 kg) by
 jaxsoa's free-floating ABA, the tether by its FEM (jaxsoa.tether / jaxsoa.reel, lumped, n elements),
 gravity gradient on every link and node (jaxsoa.orbit, non-rotating orbital frame), one RK4 step over
 the joint state; the step dt follows the shortest element (explicit-stability limit of the tether's
-axial and Kelvin–Voigt modes, ≤ 0.3 s). The platform's reel is rate-driven (the robot's is locked):
+axial and Kelvin–Voigt modes, ≤ 0.3 s, the bound of the arms' joint PD loops). The platform's reel is
+rate-driven by jaxsoa.reel_control (the robot's is locked; law and gains in docs/tether.md §8):
 
-* deployment, 0 ≤ t ≤ T_d: the robot is ejected along the local vertical at v₀ = 2 (l₁ − l₀)/T_d
-  relative to the platform and the reel brakes it: l̇ = v₀ (1 − S(t/T_d)), S(τ) = 10τ³ − 15τ⁴ + 6τ⁵
-  (a smoothed linear ramp-down; a tether cannot push, so a deployment from rest would only pile up
-  slack), s̈_P = −l̈ plus a tracking term;
-* retrieval, t > T_d: a libration-damping law l̇ = l (−c n + k θ̇) (exponential retrieval at rate
-  c n with rate feedback on the in-plane libration θ: the term 2 (l̇/l) θ̇ of the libration equation
-  θ̈ + 2 (l̇/l)(θ̇ + n) + 3n² sin θ cos θ = 0 becomes 2 (k − c) n θ̇: the exponential part alone
-  anti-damps, so k > c; ζ ≈ (k − c)/√3 at small amplitude, and the libration settles at
-  sin 2θ = 4c/3), smoothly saturated at |l̇| < 0.5 m/s (tanh), tracked with a 20 s time constant, stopped at
-  l_end; c = 0.3, k = 1.0.
+* deployment, 0 ≤ t < T_d: the robot is ejected along the local vertical at v₀ = 2 (l₁ − l₀)/T_d and
+  the reel brakes it smoothly to rest at l₁ (a tether cannot push: a deployment from rest only piles
+  up slack). Coriolis drags the tether back: it ends ~46° behind the local vertical;
+* libration damping, T_d ≤ t < T_d + T_h: l̇/l = k θ̇ + g n θ − p n ln(l/l₁) with a series damper on the
+  exit tension (the soft tether's axial bounce otherwise drives it slack);
+* retrieval: the same law about l_ref = l₁ e^{−c n t} and the retrieval equilibrium sin 2θ_e = 4c/3, to
+  l_end. Exponential retrieval alone is unstable (it anti-damps the libration).
 
 Plots: length and rate; tension along the tether (space–time image, s̄ vs t); in-plane and
 out-of-plane libration angles; energy budget in the Jacobi form E_J = T + U_elastic + U_gg − n H_z
@@ -42,6 +41,7 @@ from tqdm import tqdm
 
 import jaxsoa
 from jaxsoa import orbit as orb
+from jaxsoa import reel_control as rc
 from jaxsoa.reel import energy_rates, tether_inputs
 from jaxsoa.tether import (
     elastic_energy,
@@ -56,50 +56,17 @@ from sims import tethered_robot as tr
 
 ORBIT = orb.circular_orbit(7.0e6)
 N_ORBIT = float(orb.mean_motion(ORBIT))
-L0, L1, L_END = 10.0, 1000.0, 100.0        # m: start, deployed, end of retrieval
-RATE, GAIN, TRACK = 0.3, 1.0, 20.0          # retrieval: c, k, tracking time constant [s]
-V_MAX = 0.5                                 # m/s, smooth saturation of the retrieval rate command
+L0, L1, L_END = 10.0, 1000.0, 50.0          # m: start, deployed, end of retrieval
 CHUNK = 40                                  # RK4 steps per compiled chunk (one sample per chunk)
 DT_MAX = 0.3                                # s, bound set by the arms' joint PD loops (stable margin)
+DT_MAX_REDUCED = 1.0                        # s, reduced model (no arms): ≪ the reel lag τ = 30 s
 
 
-def deployment(t, t_deploy, l_max):
-    """l, l̇, l̈ of the deployment law l̇ = v₀ (1 − S(t/T_d)), S(τ) = 10τ³ − 15τ⁴ + 6τ⁵, v₀ = 2 (l₁ − l₀)/T_d:
-    the robot leaves at v₀ and the reel brakes it smoothly to rest at l₁ (l = l₀ + v₀ T_d (τ − ∫S))."""
-    x = jnp.clip(t / t_deploy, 0.0, 1.0)
-    v0 = 2 * (l_max - L0) / t_deploy
-    S = x**3 * (10 - 15 * x + 6 * x**2)
-    integral = x**4 * (2.5 - 3 * x + x**2)
-    S1 = jnp.where(t < t_deploy, 30 * x**2 * (1 - x) ** 2, 0.0)
-    return L0 + v0 * t_deploy * (x - integral), v0 * (1 - S), -v0 * S1 / t_deploy
-
-
-def chord_libration(t, tether):
-    """θ, φ (in-plane, out-of-plane) and θ̇ of the chord C_M − C_P."""
-    d, d_dot = tether.r[-1] - tether.r[0], tether.v[-1] - tether.v[0]
-    d_l, v_l = orb.orbital_to_lvlh(ORBIT, t, d, d_dot)
-    theta, phi = tr.libration_angles(ORBIT, t, d)
-    return theta, phi, (d_l[0] * v_l[1] - d_l[1] * v_l[0]) / (d_l[0] ** 2 + d_l[1] ** 2)
-
-
-def reel_law(t, tether, t_deploy, rate, l_max=L1):
-    """s̈ (2,) of the platform reel (robot reel locked): deployment ramp then libration-damping retrieval."""
-    l, l_dot = tether.s[1] - tether.s[0], tether.s_dot[1] - tether.s_dot[0]
-    l_cmd, l_dot_cmd, l_ddot_cmd = deployment(t, t_deploy, l_max)
-    deploy = l_ddot_cmd + (l_dot_cmd - l_dot) / 10.0 + (l_cmd - l) / 100.0        # feed-forward + tracking
-    _, _, theta_dot = chord_libration(t, tether)
-    retrieving = jnp.where(l > L_END, 1.0, 0.0)
-    l_dot_cmd = V_MAX * jnp.tanh(l * (-rate * N_ORBIT * retrieving + GAIN * theta_dot) / V_MAX)   # |l̇| < V_MAX
-    retrieve = (l_dot_cmd - l_dot) / TRACK
-    l_ddot = jnp.where(t < t_deploy, deploy, retrieve)
-    return jnp.stack([-l_ddot, jnp.zeros_like(l_ddot)])                           # l̈ = −s̈_P
-
-
-def stable_dt(l, n_elements, EA, rho, alpha):
-    """Explicit RK4 limit of the shortest element: ω dt ≤ 1.6 with ω = 2 c n / l (lumped axial, c = √(EA/ρ))
-    and α ω² dt ≤ 1.5 (Kelvin–Voigt), capped at DT_MAX."""
-    omega = 2 * np.sqrt(EA / rho) * n_elements / l
-    return float(min(DT_MAX, 1.6 / omega, 1.5 / (max(alpha, 1e-9) * omega**2)))
+def build_law(system, deploy, hold, l_max, l_end, **overrides):
+    """The reel law of this reproduction (jaxsoa.reel_control.reel_law defaults) for `system`'s masses."""
+    m_P, m_M = float(jnp.sum(system.platform.mass)), float(jnp.sum(system.robot.mass))
+    return rc.reel_law(l_start=L0, l_deployed=l_max, l_end=l_end, t_deploy=deploy, t_hold=hold,
+                       reduced_mass=m_P * m_M / (m_P + m_M), **overrides)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,19 +113,20 @@ def diagnostics(system, t, state):
     _, angular = tr.total_momentum(system, state)
     energies = jnp.stack([kinetic, elastic_energy(system.tether, tether), gravity_gradient_energy(system, t, state),
                           -N_ORBIT * angular[2]])
-    theta, phi, _ = chord_libration(t, tether)
+    theta, phi, _ = rc.chord_libration(ORBIT, t, tether)
     return tether.s[1] - tether.s[0], element_tension(system.tether, eps, eps_dot), theta, phi, energies
 
 
 @jax.jit
-def coupled_chunk(system, state, q_ref, t0, dt, t_deploy, l_max, work):
+def coupled_chunk(system, state, q_ref, t0, dt, law, work):
     """CHUNK RK4 steps from t0; returns the final state, the accumulated work (trapezoid) and the samples."""
-    law = lambda t, st: reel_law(t, st.tether, t_deploy, RATE, l_max)  # noqa: E731
+    def reel(t, st):
+        return rc.reel_acceleration(ORBIT, t, system.tether, tr.with_exit_nodes(system, st), law)
 
     def body(carry, k):
         x, w, p_prev = carry
         t = t0 + k * dt
-        x = tr.rk4_step(system, t, x, law, q_ref, dt, tr.default_inputs())
+        x = tr.rk4_step(system, t, x, reel, q_ref, dt, tr.default_inputs())
         p = power(system, x, q_ref)
         return (x, w + dt * (p_prev + p) / 2, p), None                          # W += ∫ P dt (trapezoid)
 
@@ -167,21 +135,19 @@ def coupled_chunk(system, state, q_ref, t0, dt, t_deploy, l_max, work):
     return state, work, diagnostics(system, t0 + CHUNK * dt, state)
 
 
-def run_coupled(system, t_end, t_deploy, theta0, l_max=L1):
+def run_coupled(system, t_end, law, theta0):
     """Host loop over chunks with dt from the current length. Returns a dict of sampled arrays."""
     L = float(system.tether.length)
     rot = np.asarray(orb.lvlh_rotation(ORBIT, 0.0)) @ np.asarray(jaxsoa.rotation.exp_so3(jnp.array([0, 0, theta0])))
-    v0 = float(deployment(0.0, t_deploy, l_max)[1])
-    state, q_ref = tr.initial_state(system, L0 * 1.002, (L - L0, L), rotation=rot, omega=(0.0, 0.0, N_ORBIT),
-                                    separation=v0)
-    params = system.tether
+    v0 = float(rc.deployment_profile(0.0, law)[1])
+    state, q_ref = tr.initial_state(system, law.l_start * 1.002, (L - law.l_start, L), rotation=rot,
+                                    omega=(0.0, 0.0, N_ORBIT), separation=v0)
     t, work = 0.0, jnp.zeros(5)
     samples = [(0.0, jax.jit(diagnostics)(system, 0.0, state), np.zeros(5))]
     with tqdm(total=t_end, desc="coupled run [s]", unit_scale=True) as bar:
         while t < t_end:
-            l = float(state.tether.s[1] - state.tether.s[0])
-            dt = stable_dt(l, params.n_elements, float(params.EA), float(params.rho), float(params.alpha))
-            state, work, diag = coupled_chunk(system, state, q_ref, t, dt, t_deploy, l_max, work)
+            dt = rc.stable_dt(float(state.tether.s[1] - state.tether.s[0]), system.tether, DT_MAX)
+            state, work, diag = coupled_chunk(system, state, q_ref, t, dt, law, work)
             t += CHUNK * dt
             samples.append((t, diag, np.asarray(work)))
             bar.update(CHUNK * dt)
@@ -197,47 +163,49 @@ def run_coupled(system, t_end, t_deploy, theta0, l_max=L1):
 # dispersion on the reduced (point-mass) model
 
 @functools.partial(jax.jit, static_argnums=0)
-def dispersion_chunk(n_elements, draws, tethers, peaks, t0, dt, t_deploy, l_max, inputs):
+def dispersion_chunk(n_elements, draws, tethers, peaks, t0, dt, law, inputs):
     """CHUNK steps of every draw at once (one vmapped call): new states, running peak tension, θ."""
     def one(x, peak, draw):
         EA, alpha, rate, _ = draw
         params = tr.TetherParams(jnp.asarray(tr.TETHER["rho"]), EA, alpha, jnp.asarray(tr.TETHER["length"]),
                                  n_elements, True)
-        law = lambda t, s: reel_law(t, s, t_deploy, rate, l_max)  # noqa: E731
+        draw_law = law._replace(rate=rate)
 
         def body(carry, k):
             x, peak = carry
-            x = tr.dumbbell_rk4_step(params, t0 + k * dt, x, inputs, ORBIT, law, dt)
+            t = t0 + k * dt
+            x = tr.dumbbell_rk4_step(params, t, x, inputs, ORBIT,
+                                     lambda t, s: rc.reel_acceleration(ORBIT, t, params, s, draw_law), dt)
             eps, eps_dot, _ = element_strain(params, x)
             return (x, jnp.maximum(peak, jnp.max(element_tension(params, eps, eps_dot)))), None
 
         (x, peak), _ = jax.lax.scan(body, (x, peak), jnp.arange(CHUNK, dtype=jnp.float64))
-        return x, peak, chord_libration(t0 + CHUNK * dt, x)[0]
+        return x, peak, rc.chord_libration(ORBIT, t0 + CHUNK * dt, x)[0]
 
     return jax.vmap(one)(tethers, peaks, draws)
 
 
 def draw_parameters(n_draws, seed=0):
     """(n_draws, 4) uniform draws of EA [N], α [s], retrieval rate c, initial in-plane libration θ₀ [rad]."""
-    low, high = np.array([1.5, 0.01, 0.1, -0.1]), np.array([4.0, 0.05, 0.5, 0.1])
+    low, high = np.array([1.5, 0.01, 0.15, -0.1]), np.array([4.0, 0.05, 0.45, 0.1])
     return low + (high - low) * np.random.default_rng(seed).random((n_draws, 4))
 
 
-def run_dispersion(system, draws, t_end, t_deploy, l_max=L1):
-    """Reduced-model dispersion: returns (peak tension (n,), final θ (n,), max |θ| over the last 10 % (n,))."""
+def run_dispersion(system, draws, t_end, law):
+    """Reduced-model dispersion: returns (peak tension (n,), θ samples (T, n), final l (n,))."""
     n = system.tether.n_elements
     m_P, m_M = float(jnp.sum(system.platform.mass)), float(jnp.sum(system.robot.mass))
     inputs = tether_inputs(end_mass=(m_P, m_M))
     L = tr.TETHER["length"]
     params = tr.tether_params(**{**tr.TETHER, "n_elements": n})
-    states, v0 = [], float(deployment(0.0, t_deploy, l_max)[1])
+    states, v0 = [], float(rc.deployment_profile(0.0, law)[1])
     for theta0 in draws[:, 3]:
         u = np.array([np.cos(theta0), np.sin(theta0), 0.0])
-        d = L0 * 1.002
+        d = law.l_start * 1.002
         r_P, r_M = -m_M / (m_P + m_M) * d * u, m_P / (m_P + m_M) * d * u
         w = np.array([0.0, 0.0, N_ORBIT])
         v_P, v_M = np.cross(w, r_P) - v0 * m_M / (m_P + m_M) * u, np.cross(w, r_M) + v0 * m_P / (m_P + m_M) * u
-        states.append(straight_state(params, r_P, r_M, (L - L0, L), v_P, v_M, (-v0, 0.0)))
+        states.append(straight_state(params, r_P, r_M, (L - law.l_start, L), v_P, v_M, (-v0, 0.0)))
     tethers = jax.tree.map(lambda *x: jnp.stack(x), *states)
     draws_j = jnp.asarray(draws)
     peaks, t, thetas = jnp.zeros(len(draws)), 0.0, []
@@ -245,20 +213,18 @@ def run_dispersion(system, draws, t_end, t_deploy, l_max=L1):
     with tqdm(total=t_end, desc=f"dispersion ({len(draws)} draws) [s]", unit_scale=True) as bar:
         while t < t_end:
             l = float(jnp.min(tethers.s[:, 1] - tethers.s[:, 0]))
-            dt = stable_dt(l, n, EA_max, float(params.rho), alpha_max)
-            tethers, peaks, theta = dispersion_chunk(n, draws_j, tethers, peaks, t, dt, t_deploy, l_max, inputs)
+            dt = rc.stable_dt(l, params, DT_MAX_REDUCED, EA_max, alpha_max)
+            tethers, peaks, theta = dispersion_chunk(n, draws_j, tethers, peaks, t, dt, law, inputs)
             thetas.append(np.asarray(theta))
             t += CHUNK * dt
             bar.update(CHUNK * dt)
-    thetas = np.array(thetas)
-    tail = thetas[int(0.9 * len(thetas)):]
-    return np.asarray(peaks), thetas[-1], np.abs(tail).max(axis=0)
+    return np.asarray(peaks), np.array(thetas), np.asarray(tethers.s[:, 1] - tethers.s[:, 0])
 
 
 # ---------------------------------------------------------------------------------------------
 # plots, table, entry points
 
-def plot_coupled(out, res):
+def plot_coupled(out, res, law):
     import matplotlib.pyplot as plt
 
     t = res["t"] / 60
@@ -286,6 +252,8 @@ def plot_coupled(out, res):
     axes[3].legend(fontsize=7, ncol=3)
     for ax in axes:
         ax.grid(alpha=0.3)
+        for edge in (law.t_deploy, law.t_deploy + law.t_hold):        # phase boundaries
+            ax.axvline(edge / 60, color="0.5", lw=0.8, ls=":")
     fig.tight_layout()
     fig.savefig(out / "seed001_coupled.png", dpi=110)
     plt.close(fig)
@@ -305,8 +273,10 @@ def plot_dispersion(out, peaks, final_amplitude):
     plt.close(fig)
 
 
-def run(out: pathlib.Path, deploy=1200.0, retrieve=2400.0, draws=1024, elements=4, l_max=L1):
-    """Coupled deployment/retrieval and the dispersion; writes plots and a table, returns the rows."""
+def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1024, elements=4, l_max=L1,
+        l_end=L_END):
+    """Coupled deployment / libration damping / retrieval and the dispersion; writes plots and a table,
+    returns the rows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -314,21 +284,36 @@ def run(out: pathlib.Path, deploy=1200.0, retrieve=2400.0, draws=1024, elements=
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     system = tr.build(tether={"n_elements": elements}, orbit=ORBIT)
+    law = build_law(system, deploy, hold, l_max, l_end)
+    t_end = deploy + hold + retrieve
     start = time.perf_counter()
-    res = run_coupled(system, deploy + retrieve, deploy, 0.05, l_max)
+    res = run_coupled(system, t_end, law, 0.05)
     coupled_s = time.perf_counter() - start
-    plot_coupled(out, res)
+    plot_coupled(out, res, law)
     start = time.perf_counter()
-    peaks, _, amplitude = run_dispersion(system, draw_parameters(draws), deploy + retrieve, deploy, l_max)
+    peaks, thetas, final_l = run_dispersion(system, draw_parameters(draws), t_end, law)
     dispersion_s = time.perf_counter() - start
+    amplitude = np.abs(thetas[int(0.9 * len(thetas)):]).max(axis=0)          # over the last 10 %
+    tumbled = ~np.all(np.abs(thetas) < np.pi / 2, axis=0)                  # |θ| ≥ 90° or non-finite
+    reached_end = int(np.sum(final_l < 1.05 * l_end))
     plot_dispersion(out, peaks, amplitude)
     residual = (res["energy"] - res["energy"][0]).sum(1) - res["work"].sum(1)
     swing = np.abs(res["energy"] - res["energy"][0]).max()
+    retrieving = res["t"] >= deploy + hold
+    reached = np.flatnonzero(retrieving & (res["l"] < 1.05 * l_end))
     rows = [
-        ("deployed length: start / max / end [m]", f"{res['l'][0]:.1f} / {res['l'].max():.1f} / {res['l'][-1]:.1f}"),
+        ("deployed length: start / at T_d / max / end [m]",
+         " / ".join(f"{x:.1f}" for x in (res["l"][0], np.interp(deploy, res["t"], res["l"]), res["l"].max(),
+                                          res["l"][-1]))),
+        (f"retrieval reaches 1.05 l_end = {1.05 * l_end:g} m at t [s]",
+         f"{res['t'][reached[0]]:.0f}" if reached.size else "not reached"),
         ("peak tension, coupled run [mN]", f"{1e3 * res['tension'].max():.3f}"),
-        ("max |θ|, |φ| [deg]", f"{np.degrees(np.abs(res['theta']).max()):.2f}, "
-                               f"{np.degrees(np.abs(res['phi']).max()):.3f}"),
+        ("slack samples after deployment [%]",
+         f"{100 * np.mean(res['tension'][res['t'] >= deploy].min(axis=1) <= 0):.1f}"),
+        ("max |θ| deployment / retrieval, max |φ| [deg]",
+         f"{np.degrees(np.abs(res['theta'][res['t'] < deploy + hold]).max()):.1f} / "
+         f"{np.degrees(np.abs(res['theta'][retrieving]).max()) if retrieving.any() else float('nan'):.1f}, "
+         f"{np.degrees(np.abs(res['phi']).max()):.3f}"),
         ("final θ [deg]", f"{np.degrees(res['theta'][-1]):.2f}"),
         ("energy residual max |ΔE_J − ΣW| / max |ΔE| ", f"{np.abs(residual).max() / max(swing, 1e-300):.2e}"),
         ("Carnot / viscous loss [J]", f"{-res['work'][-1, 1]:.3e} / {-res['work'][-1, 2]:.3e}"),
@@ -337,11 +322,13 @@ def run(out: pathlib.Path, deploy=1200.0, retrieve=2400.0, draws=1024, elements=
          f"{1e3 * np.median(peaks):.3f}, {1e3 * np.percentile(peaks, 95):.3f}"),
         ("dispersion: final libration amplitude median, 95 % [deg]",
          f"{np.degrees(np.median(amplitude)):.2f}, {np.degrees(np.percentile(amplitude, 95)):.2f}"),
+        ("dispersion: draws that tumbled (|θ| ≥ 90°) / reached 1.05 l_end", f"{int(tumbled.sum())} / {reached_end} "
+                                                                            f"of {draws}"),
         ("dispersion wall time [s]", f"{dispersion_s:.1f}"),
     ]
-    table = "\n".join([f"Seed 001, a = {ORBIT.a / 1e3:.0f} km circular, n = {N_ORBIT:.4e} rad/s, "
-                       f"{elements} elements, deploy {deploy:g} s, retrieve {retrieve:g} s", "",
-                       "| quantity | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
+    table = "\n".join([f"Seed 001, a = {ORBIT.a / 1e3:.0f} km circular, n = {N_ORBIT:.4e} rad/s, {elements} elements, "
+                       f"deploy {deploy:g} s to {l_max:g} m, hold {hold:g} s, retrieve {retrieve:g} s to {l_end:g} m",
+                       "", "| quantity | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
     print(table)
     (out / "seed001_table.md").write_text(table + "\n")
     return rows
@@ -351,12 +338,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="outputs/seed001", help="folder for plots and tables")
     parser.add_argument("--deploy", type=float, default=1200.0, help="deployment time T_d [s] (default 1200)")
-    parser.add_argument("--retrieve", type=float, default=2400.0, help="retrieval time [s] (default 2400)")
+    parser.add_argument("--hold", type=float, default=2000.0, help="libration damping at l₁, T_h [s] (default 2000)")
+    parser.add_argument("--retrieve", type=float, default=10000.0, help="retrieval time [s] (default 10000)")
     parser.add_argument("--draws", type=int, default=1024, help="dispersion draws (default 1024)")
     parser.add_argument("--elements", type=int, default=4, help="tether elements (default 4)")
     parser.add_argument("--length", type=float, default=L1, help="deployed length l₁ [m] (default 1000)")
+    parser.add_argument("--l-end", type=float, default=L_END, help="retrieval floor l_end [m] (default 50)")
     args = parser.parse_args(argv)
-    run(pathlib.Path(args.out), args.deploy, args.retrieve, args.draws, args.elements, args.length)
+    run(pathlib.Path(args.out), args.deploy, args.hold, args.retrieve, args.draws, args.elements, args.length,
+        args.l_end)
 
 
 if __name__ == "__main__":

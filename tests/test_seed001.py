@@ -127,9 +127,9 @@ def test_coupled_momentum_conserved(coupled, s_dot, s_ddot):
 def test_seed001_reproduction(tmp_path):
     from experiments import reproduce_seed001 as rep
 
-    rows = dict(rep.run(tmp_path, deploy=30.0, retrieve=10.0, draws=1024, l_max=30.0))
-    start, peak, _ = (float(x) for x in rows["deployed length: start / max / end [m]"].split(" / "))
-    assert start == pytest.approx(10.0) and abs(peak - 30.0) < 1.0   # the ramp to l₁ = 30 m, tracked
+    rows = dict(rep.run(tmp_path, deploy=30.0, hold=10.0, retrieve=10.0, draws=1024, l_max=30.0, l_end=20.0))
+    start, deployed, _, _ = (float(x) for x in rows["deployed length: start / at T_d / max / end [m]"].split(" / "))
+    assert start == pytest.approx(10.0) and abs(deployed - 30.0) < 1.0   # the ramp to l₁ = 30 m, tracked
     assert float(rows["peak tension, coupled run [mN]"]) > 0.0
     assert (tmp_path / "seed001_coupled.png").stat().st_size > 0
     assert (tmp_path / "seed001_dispersion.png").stat().st_size > 0
