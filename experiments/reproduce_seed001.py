@@ -192,7 +192,7 @@ def draw_parameters(n_draws, seed=0):
 
 
 def run_dispersion(system, draws, t_end, law):
-    """Reduced-model dispersion: returns (peak tension (n,), θ samples (T, n), final l (n,))."""
+    """Reduced-model dispersion: returns (peak tension (n,), sample times (T,), θ samples (T, n), final l (n,))."""
     n = system.tether.n_elements
     m_P, m_M = float(jnp.sum(system.platform.mass)), float(jnp.sum(system.robot.mass))
     inputs = tether_inputs(end_mass=(m_P, m_M))
@@ -208,7 +208,7 @@ def run_dispersion(system, draws, t_end, law):
         states.append(straight_state(params, r_P, r_M, (L - law.l_start, L), v_P, v_M, (-v0, 0.0)))
     tethers = jax.tree.map(lambda *x: jnp.stack(x), *states)
     draws_j = jnp.asarray(draws)
-    peaks, t, thetas = jnp.zeros(len(draws)), 0.0, []
+    peaks, t, times, thetas = jnp.zeros(len(draws)), 0.0, [], []
     EA_max, alpha_max = float(draws[:, 0].max()), float(draws[:, 1].max())
     with tqdm(total=t_end, desc=f"dispersion ({len(draws)} draws) [s]", unit_scale=True) as bar:
         while t < t_end:
@@ -217,8 +217,9 @@ def run_dispersion(system, draws, t_end, law):
             tethers, peaks, theta = dispersion_chunk(n, draws_j, tethers, peaks, t, dt, law, inputs)
             thetas.append(np.asarray(theta))
             t += CHUNK * dt
+            times.append(t)
             bar.update(CHUNK * dt)
-    return np.asarray(peaks), np.array(thetas), np.asarray(tethers.s[:, 1] - tethers.s[:, 0])
+    return np.asarray(peaks), np.array(times), np.array(thetas), np.asarray(tethers.s[:, 1] - tethers.s[:, 0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,14 +260,17 @@ def plot_coupled(out, res, law):
     plt.close(fig)
 
 
-def plot_dispersion(out, peaks, final_amplitude):
+def plot_dispersion(out, peaks, retrieval_amplitude, rates, final_l):
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     axes[0].hist(1e3 * peaks, bins=40)
     axes[0].set(xlabel="peak tension [mN]", ylabel="draws")
-    axes[1].hist(np.degrees(final_amplitude), bins=40)
-    axes[1].set(xlabel="final in-plane libration amplitude [deg]")
+    axes[1].hist(np.degrees(retrieval_amplitude), bins=40)
+    axes[1].set(xlabel="max in-plane libration |θ| during retrieval [deg]")
+    points = axes[2].scatter(rates, final_l, c=np.degrees(retrieval_amplitude), s=6, cmap="viridis")
+    fig.colorbar(points, ax=axes[2], label="max |θ| [deg]", pad=0.01)
+    axes[2].set(xlabel="retrieval rate c (l̇ = −c n l)", ylabel="final length [m]", yscale="log")
     fig.suptitle(f"Dispersion over {len(peaks)} draws of (EA, α, retrieval rate, θ₀), reduced model")
     fig.tight_layout()
     fig.savefig(out / "seed001_dispersion.png", dpi=110)
@@ -291,12 +295,13 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
     coupled_s = time.perf_counter() - start
     plot_coupled(out, res, law)
     start = time.perf_counter()
-    peaks, thetas, final_l = run_dispersion(system, draw_parameters(draws), t_end, law)
+    parameters = draw_parameters(draws)
+    peaks, times, thetas, final_l = run_dispersion(system, parameters, t_end, law)
     dispersion_s = time.perf_counter() - start
-    amplitude = np.abs(thetas[int(0.9 * len(thetas)):]).max(axis=0)          # over the last 10 %
+    amplitude = np.abs(thetas[times >= deploy + hold]).max(axis=0, initial=0.0)    # during retrieval
     tumbled = ~np.all(np.abs(thetas) < np.pi / 2, axis=0)                  # |θ| ≥ 90° or non-finite
     reached_end = int(np.sum(final_l < 1.05 * l_end))
-    plot_dispersion(out, peaks, amplitude)
+    plot_dispersion(out, peaks, amplitude, parameters[:, 2], final_l)
     residual = (res["energy"] - res["energy"][0]).sum(1) - res["work"].sum(1)
     swing = np.abs(res["energy"] - res["energy"][0]).max()
     retrieving = res["t"] >= deploy + hold
@@ -320,7 +325,7 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
         ("coupled run: simulated / wall [s]", f"{res['t'][-1]:.0f} / {coupled_s:.1f}"),
         (f"dispersion ({draws} draws): peak tension median, 95 % [mN]",
          f"{1e3 * np.median(peaks):.3f}, {1e3 * np.percentile(peaks, 95):.3f}"),
-        ("dispersion: final libration amplitude median, 95 % [deg]",
+        ("dispersion: max |θ| during retrieval, median, 95 % [deg]",
          f"{np.degrees(np.median(amplitude)):.2f}, {np.degrees(np.percentile(amplitude, 95)):.2f}"),
         ("dispersion: draws that tumbled (|θ| ≥ 90°) / reached 1.05 l_end", f"{int(tumbled.sum())} / {reached_end} "
                                                                             f"of {draws}"),
