@@ -12,8 +12,8 @@ grasp: both arm tips welded to one target, constrained forward dynamics vs Pinoc
 platform: Kane inverse dynamics of the electric cylinders with no gas, individual tanks, a shared tank
 and light legs, a forward-dynamics replay, the power balance, a tank volume × precharge sweep) and
 `seed001` (the space tethered robot in circular orbit: coupled platform + reeling tether + robot,
-deployment from 10 m to 1 km and libration-damping retrieval, tension, libration, energy budget, and
-a vmapped dispersion over 1024 draws of the tether and reel parameters).
+deployment from 10 m to 1 km, libration damping and retrieval to 50 m by jaxsoa.reel_control, tension,
+libration, energy budget, and a vmapped dispersion over 1024 draws of the tether and reel parameters).
 """
 
 import argparse

@@ -260,14 +260,17 @@ def plot_coupled(out, res, law):
     plt.close(fig)
 
 
-def plot_dispersion(out, peaks, retrieval_amplitude, rates, final_l):
+def plot_dispersion(out, peaks, final_amplitude, retrieval_amplitude, rates, final_l):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     axes[0].hist(1e3 * peaks, bins=40)
     axes[0].set(xlabel="peak tension [mN]", ylabel="draws")
-    axes[1].hist(np.degrees(retrieval_amplitude), bins=40)
-    axes[1].set(xlabel="max in-plane libration |θ| during retrieval [deg]")
+    bins = np.linspace(0.0, np.degrees(max(retrieval_amplitude.max(), final_amplitude.max())), 41)
+    axes[1].hist(np.degrees(final_amplitude), bins=bins, alpha=0.7, label="final (last 10 % of the run)")
+    axes[1].hist(np.degrees(retrieval_amplitude), bins=bins, alpha=0.7, label="max during retrieval")
+    axes[1].set(xlabel="in-plane libration amplitude |θ| [deg]")
+    axes[1].legend(fontsize=8)
     points = axes[2].scatter(rates, final_l, c=np.degrees(retrieval_amplitude), s=6, cmap="viridis")
     fig.colorbar(points, ax=axes[2], label="max |θ| [deg]", pad=0.01)
     axes[2].set(xlabel="retrieval rate c (l̇ = −c n l)", ylabel="final length [m]", yscale="log")
@@ -299,9 +302,10 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
     peaks, times, thetas, final_l = run_dispersion(system, parameters, t_end, law)
     dispersion_s = time.perf_counter() - start
     amplitude = np.abs(thetas[times >= deploy + hold]).max(axis=0, initial=0.0)    # during retrieval
+    final_amplitude = np.abs(thetas[int(0.9 * len(thetas)):]).max(axis=0)           # over the last 10 %
     tumbled = ~np.all(np.abs(thetas) < np.pi / 2, axis=0)                  # |θ| ≥ 90° or non-finite
     reached_end = int(np.sum(final_l < 1.05 * l_end))
-    plot_dispersion(out, peaks, amplitude, parameters[:, 2], final_l)
+    plot_dispersion(out, peaks, final_amplitude, amplitude, parameters[:, 2], final_l)
     residual = (res["energy"] - res["energy"][0]).sum(1) - res["work"].sum(1)
     swing = np.abs(res["energy"] - res["energy"][0]).max()
     retrieving = res["t"] >= deploy + hold
@@ -327,6 +331,8 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
          f"{1e3 * np.median(peaks):.3f}, {1e3 * np.percentile(peaks, 95):.3f}"),
         ("dispersion: max |θ| during retrieval, median, 95 % [deg]",
          f"{np.degrees(np.median(amplitude)):.2f}, {np.degrees(np.percentile(amplitude, 95)):.2f}"),
+        ("dispersion: final libration amplitude (last 10 %), median, 95 % [deg]",
+         f"{np.degrees(np.median(final_amplitude)):.2f}, {np.degrees(np.percentile(final_amplitude, 95)):.2f}"),
         ("dispersion: draws that tumbled (|θ| ≥ 90°) / reached 1.05 l_end", f"{int(tumbled.sum())} / {reached_end} "
                                                                             f"of {draws}"),
         ("dispersion wall time [s]", f"{dispersion_s:.1f}"),
