@@ -113,7 +113,7 @@ def diagnostics(system, t, state):
     _, angular = tr.total_momentum(system, state)
     energies = jnp.stack([kinetic, elastic_energy(system.tether, tether), gravity_gradient_energy(system, t, state),
                           -N_ORBIT * angular[2]])
-    theta, phi, _ = rc.chord_libration(ORBIT, t, tether)
+    theta, phi, _, _ = rc.chord_libration(ORBIT, t, tether)
     return tether.s[1] - tether.s[0], element_tension(system.tether, eps, eps_dot), theta, phi, energies
 
 

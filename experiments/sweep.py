@@ -54,6 +54,7 @@ from jaxsoa import orbit as orb
 from jaxsoa.io.results import flatten, summarize, write_results
 from jaxsoa.reconfigure import apply_configuration, design_arrays
 from jaxsoa.reel import tether_inputs
+from jaxsoa.reel_control import libration_angles
 from jaxsoa.sharding import initialize_distributed, sharded_map
 from jaxsoa.spatial import skew
 from jaxsoa.stewart import path_state
@@ -219,7 +220,7 @@ def tether_simulator(steps, l0=50.0, masses=(500.0, 50.0)):
             return (x, jnp.maximum(peak, element_tension(params, eps, eps_dot).max())), None
 
         (x, peak), _ = jax.lax.scan(step, (x0, jnp.zeros_like(rate)), jnp.arange(steps, dtype=rate.dtype))
-        theta, _ = tr.libration_angles(orbit, steps * TETHER_DT, x.r[-1] - x.r[0])
+        theta, _ = libration_angles(orbit, steps * TETHER_DT, x.r[-1] - x.r[0])
         return {"peak_tension_mN": 1e3 * peak, "final_libration_deg": jnp.degrees(theta),
                 "final_length_m": x.s[1] - x.s[0]}
 

@@ -25,7 +25,7 @@ Why 400 m in one orbit: a faster retrieval swings the naive law over (1 km -> 25
 in-plane with a slack tether, and Adam then wanders into tether wrap-arounds), and 1 km -> 100 m at a
 safe rate takes ~3 orbits and ~9000 RK4 steps, beyond a 1-2 minute default (`--l-end 100 --orbits 3`).
 
-Libration of the chord d = r_M − r_P in LVLH (`tethered_robot.libration_angles`): in-plane θ = atan2(d_y,
+Libration of the chord d = r_M − r_P in LVLH (`jaxsoa.reel_control.libration_angles`): in-plane θ = atan2(d_y,
 d_x) from the local vertical in the orbit plane, out-of-plane φ = asin(d_z/|d|); rates by `jax.jvp` of
 the same map. Loss: the final libration amplitude², θ² + (θ̇/√3n)² + φ² + (φ̇/2n)² at T (√3 n and 2 n:
 the small in-plane and out-of-plane libration frequencies, so each pair is an amplitude²), plus 1e-4 Σ c².
@@ -54,6 +54,7 @@ from tqdm import tqdm
 
 from jaxsoa import orbit as orb
 from jaxsoa.reel import tether_inputs
+from jaxsoa.reel_control import chord_libration
 from jaxsoa.tether import element_strain, element_tension, straight_state, tether_params
 from sims import tethered_robot as tr
 
@@ -153,10 +154,8 @@ def initial_state(problem: Problem):
 
 
 def libration(t, tether):
-    """(θ, φ, θ̇, φ̇) of the chord r_M − r_P: `libration_angles` and its time derivative by jvp."""
-    d, d_dot = tether.r[-1] - tether.r[0], tether.v[-1] - tether.v[0]
-    angles, rates = jax.jvp(lambda s, x: tr.libration_angles(ORBIT, s, x), (t, d), (jnp.ones_like(t), d_dot))
-    return jnp.stack([*angles, *rates])
+    """(θ, φ, θ̇, φ̇) (4,) of the chord r_M − r_P (`jaxsoa.reel_control.chord_libration`)."""
+    return jnp.stack(chord_libration(ORBIT, t, tether))
 
 
 def rollout(problem: Problem, coeffs, times):

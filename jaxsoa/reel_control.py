@@ -23,6 +23,7 @@ and the reel's rate changes drove the tether slack and the system tumbled (docs/
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -82,14 +83,19 @@ def deployment_profile(t, law: ReelLaw):
     return law.l_start + v0 * law.t_deploy * (x - integral), v0 * (1 - S), -v0 * S_dot
 
 
+def libration_angles(orbit: orb.OrbitParams, t, chord):
+    """In-plane θ = atan2(d_y, d_x) and out-of-plane φ = asin(d_z/|d|) of a chord d (3,) given in the orbital
+    frame, in LVLH: θ = φ = 0 on the local vertical (end M above end P), θ > 0 leaning along-track."""
+    d = chord @ orb.lvlh_rotation(orbit, t)
+    return jnp.arctan2(d[1], d[0]), jnp.arcsin(d[2] / jnp.linalg.norm(d))
+
+
 def chord_libration(orbit: orb.OrbitParams, t, tether: TetherState):
-    """(θ, φ, θ̇) of the chord d = r_n − r_0 in LVLH: in-plane θ = atan2(d_y, d_x), out-of-plane
-    φ = asin(d_z/|d|), θ̇ = (d_x ḋ_y − d_y ḋ_x)/(d_x² + d_y²) (ḋ relative to LVLH)."""
+    """(θ, φ, θ̇, φ̇) of the tether's chord d = r_n − r_0: `libration_angles` and their rates, by a jvp
+    along (t, ḋ) (the rates relative to the turning LVLH frame)."""
     d, d_dot = tether.r[-1] - tether.r[0], tether.v[-1] - tether.v[0]
-    d_l, v_l = orb.orbital_to_lvlh(orbit, t, d, d_dot)
-    in_plane = d_l[0] ** 2 + d_l[1] ** 2
-    theta_dot = (d_l[0] * v_l[1] - d_l[1] * v_l[0]) / in_plane
-    return jnp.arctan2(d_l[1], d_l[0]), jnp.arcsin(d_l[2] / jnp.linalg.norm(d_l)), theta_dot
+    angles, rates = jax.jvp(lambda s, x: libration_angles(orbit, s, x), (t, d), (jnp.ones_like(t), d_dot))
+    return (*angles, *rates)
 
 
 def rigid_tension(n, reduced_mass, l, theta, theta_dot):
@@ -103,7 +109,7 @@ def commanded_rate(orbit: orb.OrbitParams, t, params: TetherParams, tether: Teth
     damper on the exit tension N_exit (element 0, at the platform's reel)."""
     n = orb.mean_motion(orbit)
     l = tether.s[1] - tether.s[0]
-    theta, _, theta_dot = chord_libration(orbit, t, tether)
+    theta, _, theta_dot, _ = chord_libration(orbit, t, tether)
     elapsed = jnp.maximum(t - law.t_deploy - law.t_hold, 0.0)
     decay = law.l_deployed * jnp.exp(-law.rate * n * elapsed)                 # l₁ e^{−c n t_r}
     retrieving = jnp.where((elapsed > 0) & (decay > law.l_end), 1.0, 0.0)

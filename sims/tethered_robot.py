@@ -302,10 +302,3 @@ def dumbbell_rk4_step(params: TetherParams, t, tether: TetherState, inputs: Teth
         return tether_dynamics(params, x, dataclasses.replace(inputs, reel_accel=reel_accel(time, x)), ext)
 
     return ode_rk4_step(deriv, t, tether, dt)
-
-
-def libration_angles(orbit, t, chord):
-    """In-plane θ = atan2(y, x) and out-of-plane φ = asin(z / |d|) of the chord d = C_M − C_P (3,)
-    (orbital frame) in LVLH: θ = φ = 0 on the local vertical, robot above the platform."""
-    d = chord @ orb.lvlh_rotation(orbit, t)
-    return jnp.arctan2(d[1], d[0]), jnp.arcsin(d[2] / jnp.linalg.norm(d))

@@ -10,6 +10,7 @@ import pytest
 
 from jaxsoa import orbit as orb
 from jaxsoa.reel import tether_inputs
+from jaxsoa.reel_control import libration_angles
 from jaxsoa.tether import element_strain, element_tension, straight_state, tether_params
 from sims import tethered_robot as tr
 
@@ -50,7 +51,7 @@ def dumbbell_rollout(state):
     def body(x, k):
         x = tr.dumbbell_rk4_step(PARAMS, k * DT, x, INPUTS, ORBIT, lambda t, s: jnp.zeros(2), DT)
         eps, eps_dot, _ = element_strain(PARAMS, x)
-        angles = tr.libration_angles(ORBIT, (k + 1) * DT, x.r[-1] - x.r[0])
+        angles = libration_angles(ORBIT, (k + 1) * DT, x.r[-1] - x.r[0])
         return x, (jnp.stack(angles), element_tension(PARAMS, eps, eps_dot))
 
     return jax.lax.scan(body, state, jnp.arange(n_steps, dtype=jnp.float64))[1]
