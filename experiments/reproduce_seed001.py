@@ -120,8 +120,8 @@ def diagnostics(system, t, state):
 @jax.jit
 def coupled_chunk(system, state, q_ref, t0, dt, law, work):
     """CHUNK RK4 steps from t0; returns the final state, the accumulated work (trapezoid) and the samples."""
-    def reel(t, st):
-        return rc.reel_acceleration(ORBIT, t, system.tether, tr.with_exit_nodes(system, st), law)
+    def reel(t, st):     # the stage's end nodes (RK4-advanced exit points) stand for the exits' sensors
+        return rc.reel_acceleration(ORBIT, t, system.tether, st.tether, law)
 
     def body(carry, k):
         x, w, p_prev = carry
