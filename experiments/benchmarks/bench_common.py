@@ -327,3 +327,9 @@ def jax_run_meta(module, start):
             "jax": jax.__version__, "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "loadavg_end": os.getloadavg(),
             "total_s": time.perf_counter() - start}
+
+
+def finish(module, start, path, payload):
+    """Write {"meta": jax_run_meta(module, start), **payload} as JSON to `path` and say so."""
+    write_json(path, {"meta": jax_run_meta(module, start), **payload})
+    print(f"\nwrote {path}")

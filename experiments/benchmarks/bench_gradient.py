@@ -132,9 +132,7 @@ def main(argv=None):
                          "compile s rollout", "compile s grad", "temp bytes/sample grad"], rows)
     print(f"# bench_gradient: {opts.steps} RK4 steps, batch {opts.batch}, {opts.dtype}, unroll {opts.unroll}, "
           f"{jax.devices()[0]}\n\n{table}")
-    meta = bc.jax_run_meta("bench_gradient", start)
-    bc.write_json(opts.out, {"meta": meta, "records": records, "table": table})
-    print(f"\nwrote {opts.out}")
+    bc.finish("bench_gradient", start, opts.out, {"records": records, "table": table})
     return records
 
 

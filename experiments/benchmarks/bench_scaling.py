@@ -106,9 +106,7 @@ def main(argv=None):
     print(f"# bench_scaling: {opts.dtype}, batch {opts.batch}, {jax.devices()[0]}\n\n{table}\n\n"
           f"fitted slope of log(µs/sample) vs log(n), n ≥ {opts.fit_from}:\n\n"
           f"{bc.md_table(['shape algo', 'slope'], slope_rows)}")
-    meta = bc.jax_run_meta("bench_scaling", start)
-    bc.write_json(opts.out, {"meta": meta, "slopes": slopes, "records": records, "table": table})
-    print(f"\nwrote {opts.out}")
+    bc.finish("bench_scaling", start, opts.out, {"slopes": slopes, "records": records, "table": table})
     return {"slopes": slopes, "records": records}
 
 

@@ -81,9 +81,7 @@ def main(argv=None):
                         [[r["algo"], r["dtype"], r["batch"], r["per_sample_us"], r["poses_per_s"], r["compile_s"],
                           r["invalid_fraction"], r["rel_err_vs_f64"]] for r in records])
     print(f"# bench_stewart: {jax.devices()[0]}\n\n{table}")
-    meta = bc.jax_run_meta("bench_stewart", start)
-    bc.write_json(opts.out, {"meta": meta, "records": records, "table": table})
-    print(f"\nwrote {opts.out}")
+    bc.finish("bench_stewart", start, opts.out, {"records": records, "table": table})
     return records
 
 
