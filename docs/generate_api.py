@@ -8,8 +8,8 @@ public function and class it defines (its `__all__` if it has one, else every na
 with "_" whose `__module__` is the module), with the signature and the first paragraph of the
 docstring; classes also list their fields and public methods / properties. The top of the page
 lists `jaxsoa.__all__`, the names importable from the package itself. Output is deterministic
-(defaults are written by name, never with a memory address), so tests/test_docs.py can compare it
-with the committed file.
+(defaults are written by name, never with a memory address), so tests/end_to_end/test_docs.py can
+compare it with the committed file.
 """
 
 import argparse
@@ -25,8 +25,8 @@ import jaxsoa
 API_PATH = pathlib.Path(__file__).with_name("api.md")
 HEADER = """# API reference
 
-Generated from the docstrings by `python docs/generate_api.py` (tests/test_docs.py fails when this
-file is out of date). Concepts and conventions: [user_guide.md](user_guide.md); worked examples:
+Generated from the docstrings by `python docs/generate_api.py` (tests/end_to_end/test_docs.py fails
+when this file is out of date). Concepts and conventions: [user_guide.md](user_guide.md); worked examples:
 `notebooks/`. Each entry gives the signature and the first paragraph of the docstring; the module
 sources carry the full text.
 """
@@ -129,6 +129,9 @@ def render() -> str:
     for name in jaxsoa.__all__:
         obj = getattr(jaxsoa, name)
         doc = first_paragraph(obj)
+        if inspect.ismodule(obj):                                        # a layer, as a namespace
+            lines.append(f"- [`{name}`] (namespace `{obj.__name__}`): {doc}")
+            continue
         anchor = obj.__module__.replace(".", "")
         lines.append(f"- [`{name}`](#{anchor}) ({obj.__module__})" + (f": {doc}" if doc else ""))
     lines.append("")

@@ -8,9 +8,9 @@ deflects. Three models of the tip deflection w(L) along the hub's y axis:
 
 * assumed modes WITHOUT geometric stiffening (the classical linear model): diverges once θ̇
   exceeds the first cantilever frequency (3.80 rad/s), since its stiffness is K − θ̇² M_ee;
-* assumed modes WITH geometric stiffening (`jaxsoa.flexible_modal`, s = 1): stays bounded;
-* the rigid-finite-element flexible link of `jaxsoa.flexible` run through jaxsoa's RNEA and
-  CRBA with the hub joint driven (`driven_forward_dynamics`): exact kinematics, so it stiffens
+* assumed modes WITH geometric stiffening (`jaxsoa.systems.flexible.modal`, s = 1): stays bounded;
+* the rigid-finite-element flexible link of `jaxsoa.systems.flexible.rfem` run through jaxsoa's RNEA and
+  CRBA with the hub joint driven (`forward_dynamics_driven`): exact kinematics, so it stiffens
   by itself and must agree with the stiffened modal model.
 
     python -m experiments.flexible_spinup [--out outputs/flexible_spinup] [--duration 20]
@@ -23,7 +23,6 @@ flexible_spinup.png, flexible_spinup.md (table of peak and final deflections) an
 flexible_spinup.csv (t and the three tip deflections, NaN after divergence).
 """
 
-import argparse
 import pathlib
 import time
 
@@ -32,9 +31,16 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 
-from jaxsoa import flexible, joints
-from jaxsoa.flexible_modal import hub_beam_modes, modal_driven_dynamics, modal_tip_deflection, rotating_frequencies
-from jaxsoa.integrators import ode_rk4_step
+from experiments._common import command_parser
+from jaxsoa.integrators.steps import ode_rk4_step
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.systems.flexible import rfem as flexible
+from jaxsoa.systems.flexible.modal import (
+    hub_beam_modes,
+    modal_driven_dynamics,
+    modal_tip_deflection,
+    rotating_frequencies,
+)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -55,7 +61,7 @@ def hub_motion(t, omega=OMEGA, t_spin=T_SPIN):
 def hub_beam_chain(beam, hub_inertia=1.0, hub_radius=0.0, dtype=jnp.float64):
     """`FlexibleModel` of a hub (link 0, revolute about z, J_h about z) carrying `beam` (link 1,
     welded at (r, 0, 0)) in zero gravity: the rigid-finite-element twin of `hub_beam_modes`."""
-    tree = dict(parent=np.array([-1, 0]), joint_types=np.array([joints.REVOLUTE, joints.FIXED]),
+    tree = dict(parent=np.array([-1, 0]), joint_types=np.array([JointType.REVOLUTE, JointType.FIXED]),
                 joint_axis=np.array([[0.0, 0.0, 1.0]] * 2), placement_rotation=np.stack([np.eye(3)] * 2),
                 placement_translation=np.array([[0.0, 0.0, 0.0], [hub_radius, 0.0, 0.0]]),
                 mass=np.array([1.0, 1.0]), com=np.zeros((2, 3)),
@@ -115,7 +121,7 @@ def simulate_chain(n_segments, duration, dt, beam=KANE_BEAM):
 
     def deriv(t, x):
         q, v, theta_ddot = state(t, x)
-        return x[1], flexible.driven_forward_dynamics(fm, q, v, theta_ddot[None], (0,))[1:]
+        return x[1], flexible.forward_dynamics_driven(fm, q, v, theta_ddot[None], (0,))[1:]
 
     def tip(x):
         return flexible.tip_position(fm, jnp.concatenate([jnp.zeros(1), x[0]]))[1]
@@ -169,18 +175,18 @@ def run(out_dir, duration=20.0, n_segments=10, n_modes=4, dt=0.002, progress=Tru
         lines.append(f"| {r['model']} | {r['peak_abs_tip_m']:.5f} | {final} | {div} | {r['wall_s']:.1f} |")
     (out_dir / "flexible_spinup.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    print(f"wrote flexible_spinup.png, flexible_spinup.md and flexible_spinup.csv under {out_dir.resolve()}")
     return rows
 
 
-def main():
+def main(argv=None):
     jax.config.update("jax_enable_x64", True)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs/flexible_spinup")
-    parser.add_argument("--duration", type=float, default=20.0)
-    parser.add_argument("--segments", type=int, default=10)
-    parser.add_argument("--modes", type=int, default=4)
-    parser.add_argument("--dt", type=float, default=0.002)
-    args = parser.parse_args()
+    parser = command_parser(__doc__, "outputs/flexible_spinup", "folder for the plot and tables")
+    parser.add_argument("--duration", type=float, default=20.0, help="simulated time [s] (default 20)")
+    parser.add_argument("--segments", type=int, default=10, help="rigid finite elements of the beam (default 10)")
+    parser.add_argument("--modes", type=int, default=4, help="assumed modes (default 4)")
+    parser.add_argument("--dt", type=float, default=0.002, help="RK4 step [s] (default 0.002)")
+    args = parser.parse_args(argv)
     run(args.out, args.duration, args.segments, args.modes, args.dt)
 
 

@@ -1,4 +1,4 @@
-"""Inertial parameter identification (issue #9) on simulated, noisy excitation trajectories.
+"""Inertial parameter identification on simulated, noisy excitation trajectories.
 
     python -m experiments.identify_inertia [--out outputs/identify] [--duration 20] [--systems ...]
 
@@ -8,12 +8,12 @@ configuration 1 (`dual_arm`), sims/dual_arm_spacecraft.py. Zero gravity througho
 
 Data. Each joint follows a Fourier reference q_j(t) = Σ_l A_jl sin(l ω_f t + ϕ_jl) (5 harmonics,
 ω_f = 2π / 10 s, random amplitudes with Σ_l A_jl = `amplitude` rad, random phases), tracked by
-computed torque with the true model (free-floating: `free_floating_computed_torque`, the hub free
+computed torque with the true model (free-floating: `computed_torque_free_floating`, the hub free
 and initially at rest), RK4 at dt = 10 ms, the torque held over each step. Every `stride`-th
 state is a sample: q, v, the applied joint torques τ and the accelerations q̈ = ABA(q, v, τ) (hub
 included). Noise: Gaussian on τ and on q̈ (hub too), each σ = `noise` × the coordinate's RMS over the
 trajectory; q and v exact (filtered encoders). Free-floating systems add the hub rows of τ = Y θ with
-target 0 (no wrench on the hub: the momentum-rate equations; jaxsoa.identify's module doc).
+target 0 (no wrench on the hub: the momentum-rate equations; jaxsoa.workflows.identification's module doc).
 
 Fits (all in the base parameters β = θ_b + K θ_d of the structural identifiability analysis, a QR
 of the regressor stacked over 100 random states): ordinary least squares (OLS); weighted least
@@ -31,19 +31,19 @@ the stages marked) and identify_heldout.png (held-out torque of joint 2: truth, 
 Table: identify_inertia.json / .md.
 """
 
-import argparse
 import functools
 import json
-import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 import jaxsoa
-from jaxsoa import identify, joints, regressor
-from jaxsoa.floating import base_and_joint_dofs
+from experiments._common import markdown_table, progress, run_command, start_run
+from jaxsoa.algorithms import regressor
+from jaxsoa.algorithms.free_floating import base_and_joint_dofs
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.workflows import identification as identify
 from sims import dual_arm_spacecraft, space_arm_7dof
 
 SYSTEMS = {
@@ -58,7 +58,7 @@ GAINS = jaxsoa.critically_damped_gains(10.0)
 
 
 def floating(model) -> bool:
-    return model.joint_types[0] == joints.FREE
+    return model.joint_types[0] == JointType.FREE
 
 
 def joint_dofs(model) -> np.ndarray:
@@ -86,7 +86,7 @@ def _tracked_samples(model, A, phase, n_steps, stride):
     def full_torque(t, q, v):
         q_ref, v_ref, a_ref = fourier_reference(A, phase, t)
         if floating(model):
-            tau = jaxsoa.free_floating_computed_torque(model, q, v, q_ref, v_ref, a_ref, *GAINS)
+            tau = jaxsoa.computed_torque_free_floating(model, q, v, q_ref, v_ref, a_ref, *GAINS)
         else:
             tau = jaxsoa.computed_torque(model, q, v, q_ref, v_ref, a_ref, *GAINS)
         return jnp.zeros(model.nv, q.dtype).at[joint_dofs(model)].set(tau)
@@ -222,25 +222,17 @@ COLUMNS = ("system", "method", "parameters", "structural_rank", "trajectory_rank
 
 
 def table(rows) -> str:
-    def fmt(x):
-        return f"{x:.3g}" if isinstance(x, float) else str(x)
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
-    lines += ["| " + " | ".join(fmt(r[c]) for c in COLUMNS) + " |" for r in rows]
-    return "\n".join(lines)
+    return markdown_table(COLUMNS, ([f"{r[c]:.3g}" if isinstance(r[c], float) else r[c] for c in COLUMNS]
+                                    for r in rows))
 
 
 def run(out_dir, systems=tuple(SYSTEMS), duration=20.0, stride=5, amplitude=1.0, noise=0.02, prior_sigma=0.3,
         adam_steps=500, lbfgs_steps=100, gauss_newton_steps=30, seed=0):
     """Run the identification on `systems`; writes plots and tables into `out_dir`, returns the rows."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    jax.config.update("jax_enable_x64", True)
-    out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = start_run(out_dir)
     steps = dict(adam_steps=adam_steps, lbfgs_steps=lbfgs_steps, gauss_newton_steps=gauss_newton_steps)
     rows, curves = [], {}
-    for name in tqdm(systems, desc="identify"):
+    for name in progress(systems, desc="identify"):
         system_rows, curves[name] = identify_system(name, seed, duration, stride, amplitude, noise, prior_sigma,
                                                     steps)
         rows += system_rows
@@ -249,25 +241,21 @@ def run(out_dir, systems=tuple(SYSTEMS), duration=20.0, stride=5, amplitude=1.0,
     print(text)
     (out / "identify_inertia.md").write_text(text + "\n")
     (out / "identify_inertia.json").write_text(json.dumps(rows, indent=1))
+    print(f"wrote identify_inertia.md, identify_inertia.json, identify_loss.png and identify_heldout.png under "
+          f"{out.resolve()}")
     return rows
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs/identify", help="folder for plots and tables")
-    parser.add_argument("--systems", nargs="*", choices=sorted(SYSTEMS), default=list(SYSTEMS))
-    parser.add_argument("--duration", type=float, default=20.0, help="simulated time per trajectory [s]")
-    parser.add_argument("--stride", type=int, default=5, help="RK4 steps between samples (dt = 10 ms)")
-    parser.add_argument("--amplitude", type=float, default=1.0, help="joint reference amplitude [rad]")
-    parser.add_argument("--noise", type=float, default=0.02, help="τ and q̈ noise σ, fraction of their RMS")
-    parser.add_argument("--prior-sigma", type=float, default=0.3, help="prior offset σ in log-Cholesky units")
-    parser.add_argument("--adam-steps", type=int, default=500)
-    parser.add_argument("--lbfgs-steps", type=int, default=100)
-    parser.add_argument("--gauss-newton-steps", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    run(args.out, args.systems, args.duration, args.stride, args.amplitude, args.noise, args.prior_sigma,
-        args.adam_steps, args.lbfgs_steps, args.gauss_newton_steps, args.seed)
+    run_command(run, __doc__, argv, "outputs/identify",
+                ("--systems", dict(nargs="*", choices=sorted(SYSTEMS), default=list(SYSTEMS))),
+                ("--duration", 20.0, "simulated time per trajectory [s]"),
+                ("--stride", 5, "RK4 steps between samples (dt = 10 ms)"),
+                ("--amplitude", 1.0, "joint reference amplitude [rad]"),
+                ("--noise", 0.02, "τ and q̈ noise σ, fraction of their RMS"),
+                ("--prior-sigma", 0.3, "prior offset σ in log-Cholesky units"), ("--adam-steps", 500, "Adam steps"),
+                ("--lbfgs-steps", 100, "L-BFGS steps"), ("--gauss-newton-steps", 30, "Levenberg–Marquardt steps"),
+                ("--seed", 0, "random seed"))
 
 
 if __name__ == "__main__":

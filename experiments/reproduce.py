@@ -12,14 +12,11 @@ grasp: both arm tips welded to one target, constrained forward dynamics vs Pinoc
 platform: Kane inverse dynamics of the electric cylinders with no gas, individual tanks, a shared tank
 and light legs, a forward-dynamics replay, the power balance, a tank volume × precharge sweep) and
 `seed001` (the space tethered robot in circular orbit: coupled platform + reeling tether + robot,
-deployment from 10 m to 1 km, libration damping and retrieval to 50 m by jaxsoa.reel_control, tension,
+deployment from 10 m to 1 km, libration damping and retrieval to 50 m by jaxsoa.systems.tether.reel_control, tension,
 libration, energy budget, and a vmapped dispersion over 1024 draws of the tether and reel parameters).
 """
 
-import argparse
 import pathlib
-
-from tqdm import tqdm
 
 from experiments import (
     reproduce_core,
@@ -29,6 +26,7 @@ from experiments import (
     reproduce_seed002,
     reproduce_seed004,
 )
+from experiments._common import command_parser, progress
 
 REPRODUCTIONS = {
     "core": reproduce_core.run,
@@ -41,12 +39,11 @@ REPRODUCTIONS = {
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs", help="root folder for the outputs (default: outputs)")
+    parser = command_parser(__doc__, "outputs", "root folder for the outputs (default: outputs)")
     parser.add_argument("--only", nargs="*", choices=sorted(REPRODUCTIONS), help="run only these")
     args = parser.parse_args(argv)
     names = args.only or list(REPRODUCTIONS)
-    for name in tqdm(names, desc="reproductions"):
+    for name in progress(names, desc="reproductions"):
         print(f"\n== {name} ==")
         REPRODUCTIONS[name](pathlib.Path(args.out) / name)
     print(f"\nall outputs under {pathlib.Path(args.out).resolve()}")

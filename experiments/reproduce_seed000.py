@@ -1,10 +1,10 @@
 """Seed 000: the variable-topology dual-arm spacecraft (sims/dual_arm_spacecraft.py), inverse dynamics
-of configurations 1-3 by the masked-operator method (seed §3.1: φ_r = P_s ⊙ φ_o) against Pinocchio.
+of configurations 1-3 by the masked-operator method (φ_r = P_s ⊙ φ_o, docs/derivations.md) against Pinocchio.
 
     python -m experiments.reproduce_seed000 [--out outputs/seed000] [--period 2000] [--samples 401]
 
-As in the seed's §4.2 (Figs. 10-12): fixed hub, planar, all joints start at 0 and every arm joint
-follows q = 45°·sin(π t / T) (T = ``--period``, the seed's 2000 s), sampled at ``--samples`` points
+The motion: fixed hub, planar, all joints start at 0 and every arm joint follows
+q = 45°·sin(π t / T) (T = ``--period``, default 2000 s), sampled at ``--samples`` points
 over [0, T]; inverse dynamics is algebraic, so no integration. jaxsoa: `inverse_dynamics_operator` on
 `apply_configuration(template, arrays, interfaces)`, all three configurations in one
 ``jit(vmap(...))`` over the stacked configuration parameters; the recursive `jaxsoa.rnea` on the same
@@ -18,7 +18,6 @@ links: com and inertia re-expressed about the E end), not through jaxsoa's topol
 Torques are matched by joint name. Gravity zero.
 """
 
-import argparse
 import pathlib
 import time
 
@@ -28,7 +27,8 @@ import numpy as np
 import pinocchio as pin
 
 import jaxsoa
-from jaxsoa.reconfigure import apply_configuration, design_arrays
+from experiments._common import command_parser, legend_outside, markdown_table, start_run
+from jaxsoa.topology.reconfigure import apply_configuration, design_arrays
 from sims import dual_arm_spacecraft as sc
 
 AMPLITUDE = np.deg2rad(45.0)
@@ -137,16 +137,21 @@ def jaxsoa_torques(floating, q, v, a):
 
 
 def plot(path, title, t, tau, errors, labels):
+    """τ (T, k) and its error vs Pinocchio (T, k); the hub's six entries (labels before the joints')
+    dashed and the joints solid, each group on the colour cycle, so every series has its own style."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(8, 5.5))
-    for k, label in enumerate(labels):
-        axes[0].plot(t, tau[:, k], color=f"C{k}", label=label)
-    axes[0].set(ylabel="τ [N m]" + (" (hub: N, N m)" if len(labels) > 6 else ""), title=title)
-    axes[0].legend(fontsize=7, ncol=4, loc="upper right")
-    for k, label in enumerate(labels):
-        axes[1].semilogy(t, np.maximum(errors[:, k], 1e-20), color=f"C{k}", label=label)
-    axes[1].set(ylabel="|τ_jaxsoa − τ_Pinocchio|", xlabel="t [s]")
+    n_hub = len(labels) - 6
+    styles = [(f"C{k}", "--") for k in range(n_hub)] + [(f"C{k}", "-") for k in range(6)]
+    units = "[N m]" + (" (hub: N, N m)" if n_hub else "")
+    fig, axes = plt.subplots(2, 1, sharex=True, figsize=(9.5, 5.5))
+    for k, (label, (colour, ls)) in enumerate(zip(labels, styles, strict=True)):
+        axes[0].plot(t, tau[:, k], color=colour, ls=ls, label=label)
+        axes[1].semilogy(t, np.maximum(errors[:, k], 1e-20), color=colour, ls=ls, label=label)
+    axes[0].set(ylabel=f"τ {units}", title=title)
+    axes[0].title.set_fontsize(9)
+    legend_outside(axes[0], fontsize=7)
+    axes[1].set(ylabel=f"|τ_jaxsoa − τ_Pinocchio|\n{units}", xlabel="t [s]")
     for ax in axes:
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
@@ -156,11 +161,7 @@ def plot(path, title, t, tau, errors, labels):
 
 def run(out: pathlib.Path, period=2000.0, samples=401, floating=True):
     """Rows (variant, configuration, max |τ|, max error vs Pinocchio, max |operator − rnea|)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    jax.config.update("jax_enable_x64", True)
-    out.mkdir(parents=True, exist_ok=True)
+    out = start_run(out)
     start = time.perf_counter()
     text = sc.print_path_matrices(CONFIGS)
     t = np.linspace(0.0, period, samples)
@@ -172,7 +173,7 @@ def run(out: pathlib.Path, period=2000.0, samples=401, floating=True):
         for i, k in enumerate(CONFIGS):
             ref = pinocchio_torques(k, flt, q, v, a)
             e = np.abs(op[i] - ref)
-            hub = ["hub f_x", "f_y", "f_z", "n_x", "n_y", "n_z"] if flt else []
+            hub = [f"hub {c}" for c in ("f_x", "f_y", "f_z", "n_x", "n_y", "n_z")] if flt else []
             labels = hub + [f"joint, link ID {j}" for j in range(2, 8)]
             name = f"seed000_config{k}" + ("_floating" if flt else "")
             plot(out / f"{name}.png", f"Configuration {k} ({sc.CONFIGURATION_NAMES[k]}), {variant}, T = {period:g} s",
@@ -182,9 +183,9 @@ def run(out: pathlib.Path, period=2000.0, samples=401, floating=True):
     table = "\n".join([
         f"Dual-arm spacecraft, q = 45° sin(π t / T), T = {period:g} s, {samples} samples, float64, zero gravity "
         f"({elapsed:.1f} s)", "",
-        "| variant | configuration | max abs τ | max abs error vs Pinocchio | relative | max abs operator − rnea |",
-        "|---|---|---|---|---|---|",
-        *(f"| {r[0]} | {r[1]} | {r[2]:.3e} | {r[3]:.2e} | {r[3] / r[2]:.1e} | {r[4]:.2e} |" for r in rows),
+        markdown_table(("variant", "configuration", "max abs τ", "max abs error vs Pinocchio", "relative",
+                        "max abs operator − rnea"),
+                       [(r[0], r[1], f"{r[2]:.3e}", f"{r[3]:.2e}", f"{r[3] / r[2]:.1e}", f"{r[4]:.2e}") for r in rows]),
     ])
     print(table)
     (out / "seed000_table.md").write_text("\n".join([table, "", *text]) + "\n")
@@ -193,8 +194,7 @@ def run(out: pathlib.Path, period=2000.0, samples=401, floating=True):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs/seed000", help="folder for plots and tables")
+    parser = command_parser(__doc__, "outputs/seed000")
     parser.add_argument("--period", type=float, default=2000.0, help="T [s] of q = 45° sin(π t / T) (default 2000)")
     parser.add_argument("--samples", type=int, default=401, help="time samples over [0, T] (default 401)")
     parser.add_argument("--planar-only", action="store_true", help="skip the 3-D free-hub variant")

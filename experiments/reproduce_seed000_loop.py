@@ -1,16 +1,16 @@
-"""Seed 000 §4.3 (Figs. 13-14): the closed-loop grasp of sims/dual_arm_grasp.py — the planar dual-arm
+"""Seed 000, closed loop: the closed-loop grasp of sims/dual_arm_grasp.py — the planar dual-arm
 spacecraft (fixed hub) with both arm tips welded to one target — forward dynamics in jaxsoa against
 Pinocchio's constrained dynamics.
 
     python -m experiments.reproduce_seed000_loop [--out outputs/seed000-loop] [--duration 10] [--dt 0.01]
 
-As in the seed: all six joints start at −45°, at rest; five joints get a constant 0.1 N·m and the
+The set-up: all six joints start at −45°, at rest; five joints get a constant 0.1 N·m and the
 sixth (link ID 7's) is free. The loop is found and cut by the configuration-parameter traversal
-(`jaxsoa.topology`, max_cuts = 1): the tree is hub–arm 1–target and hub–arm 2, cut (a planar weld)
-between arm 2's tip and the target; its path matrix P (the seed's eq. 30) is printed.
+(`jaxsoa.topology.configuration_parameters`, max_cuts = 1): the tree is hub–arm 1–target and hub–arm 2, cut (a planar
+weld) between arm 2's tip and the target; its path matrix P is printed.
 
-jaxsoa: `constrained_forward_dynamics` (recursive, Delassus system with ABA columns; the dense KKT
-solve as a cross-check) for the joint accelerations at t = 0, and `constrained_rollout` (RK4, one
+jaxsoa: `forward_dynamics_constrained` (recursive, Delassus system with ABA columns; the dense KKT
+solve as a cross-check) for the joint accelerations at t = 0, and `rollout_constrained` (RK4, one
 `lax.scan`) for ``--duration`` seconds with Baumgarte stabilisation G q̈ = −Ġ q̇ − 2α G q̇ − β² e
 (α = β = ``--baumgarte``) and without it (α = β = 0, the same compiled program). Here the motion is
 slow and both drifts stay near round-off, so the table adds a kicked start (every joint rate
@@ -24,14 +24,12 @@ frame; three of its six rows vanish for this planar mechanism, so Pinocchio's pr
 used with μ = 1e-10, which converges to the exact constrained acceleration), `pin.initConstraintDynamics`
 and `pin.constraintDynamics`, integrated with the same RK4 in numpy (experiments/seed002_reference.py),
 with Pinocchio's Baumgarte corrector set to K_p = β², K_d = 2α (and off for the unstabilised run).
-Outputs: the seed's Fig. 14 (joint angles and rates from both engines, accelerations, and the error
-curves on a log scale; seed000_loop.png), the constraint error of the four jaxsoa runs
+Outputs: joint angles and rates from both engines, accelerations, and the error
+curves on a log scale (seed000_loop.png), the constraint error of the four jaxsoa runs
 (seed000_loop_drift.png), the table (markdown and JSON).
 """
 
-import argparse
 import json
-import pathlib
 import time
 
 import jax
@@ -39,9 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
 
+from experiments._common import legend_outside, markdown_table, run_command, start_run
 from experiments.seed002_reference import pin_rollout
-from jaxsoa.constrained_dynamics import constrained_forward_dynamics, constrained_rollout
-from jaxsoa.constraints import constraint_error
+from jaxsoa.constraints.closure import constraint_error
+from jaxsoa.constraints.dynamics import forward_dynamics_constrained
+from jaxsoa.integrators import rollout_constrained
 from sims import dual_arm_grasp as grasp
 from sims import dual_arm_spacecraft as sc
 
@@ -107,29 +107,30 @@ def jaxsoa_rollouts(model, closure, tau, dt, n_steps, cases):
     """q, v (len(cases), n_steps + 1, 6) of RK4 rollouts, one per (q0, v0, α, β) in cases, one compile."""
     @jax.jit
     def rollout(q0, v0, alpha, beta):
-        return constrained_rollout(model, q0, v0, lambda t, q, v: tau, dt, n_steps, closure, baumgarte=(alpha, beta))
+        return rollout_constrained(model, closure, q0, v0, lambda t, q, v: tau, dt, n_steps, baumgarte=(alpha, beta))
 
     out = [rollout(*(jnp.asarray(x, jnp.float64) for x in case)) for case in cases]
     return np.array([np.asarray(o[0]) for o in out]), np.array([np.asarray(o[1]) for o in out])
 
 
 def plot(path, t, q, v, qdd, errors, title):
-    """Fig. 14: q, q̇ (jaxsoa solid, Pinocchio dotted), q̈, and the error curves (log scale)."""
+    """q, q̇ (jaxsoa solid, Pinocchio dotted), q̈, and the error curves (log scale)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(4, 1, sharex=True, figsize=(8, 9))
+    fig, axes = plt.subplots(4, 1, sharex=True, figsize=(9.5, 9))
     for ax, (label, (ours, ref)) in zip(axes[:3], (("q [deg]", q), ("q̇ [deg/s]", v), ("q̈ [deg/s²]", qdd)),
                                         strict=True):
         for k in range(6):
-            ax.plot(t, np.rad2deg(ours[:, k]), color=f"C{k}", label=LABELS[k])
-            ax.plot(t, np.rad2deg(ref[:, k]), color="k", linestyle=":", linewidth=0.8)
+            ax.plot(t, np.rad2deg(ours[:, k]), color=f"C{k}", label=f"{LABELS[k]} (jaxsoa)")
+            ax.plot(t, np.rad2deg(ref[:, k]), color="k", linestyle=":", linewidth=0.8,
+                    label="Pinocchio (each joint)" if k == 0 else None)
         ax.set(ylabel=label)
     axes[0].set_title(title, fontsize=9)
-    axes[0].legend(fontsize=7, ncol=3, loc="best")
+    legend_outside(axes[0], fontsize=7)
     for label, e in errors.items():
         axes[3].semilogy(t, np.maximum(e, 1e-20), label=label)
-    axes[3].set(ylabel="max |jaxsoa − Pinocchio|", xlabel="t [s]")
-    axes[3].legend(fontsize=7)
+    axes[3].set(ylabel="max |jaxsoa − Pinocchio|\n[rad, rad/s, rad/s²]", xlabel="t [s]")
+    legend_outside(axes[3], fontsize=7)
     for ax in axes:
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
@@ -141,13 +142,13 @@ def plot_drift(path, t, drifts, title):
     """max |e|(t) of the cut for each run, log scale."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig, ax = plt.subplots(figsize=(10, 3.5))
     for label, e in drifts.items():
         ax.semilogy(t, np.maximum(e, 1e-20), label=label)
     ax.set(xlabel="t [s]", ylabel="max |e| [rad, m]", title=title)
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    legend_outside(ax, fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -155,12 +156,7 @@ def plot_drift(path, t, drifts, title):
 
 def run(out_dir, duration=10.0, dt=0.01, baumgarte=5.0):
     """Rows (quantity, value, acceptance bound or None) of the table; writes the plot, markdown and JSON to out_dir."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    jax.config.update("jax_enable_x64", True)
-    out = pathlib.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = start_run(out_dir)
     start = time.perf_counter()
     top = grasp.topology()
     model, closure = grasp.model_and_closure()
@@ -169,11 +165,11 @@ def run(out_dir, duration=10.0, dt=0.01, baumgarte=5.0):
     t = dt * np.arange(n + 1)
 
     # t = 0: joint accelerations (recursive: below, from the unstabilised trajectory's first state)
-    qdd_dense = np.asarray(jax.jit(lambda: constrained_forward_dynamics(model, q0, v0, tau, closure,
+    qdd_dense = np.asarray(jax.jit(lambda: forward_dynamics_constrained(model, q0, v0, tau, closure,
                                                                         method="dense")[0])())
     qdd_pin = PinocchioLoop().acceleration(q0, v0, tau)
     model32, closure32 = grasp.model_and_closure(dtype=jnp.float32)
-    qdd_32 = np.asarray(jax.jit(lambda q, v, u: constrained_forward_dynamics(model32, q, v, u, closure32)[0])(
+    qdd_32 = np.asarray(jax.jit(lambda q, v, u: forward_dynamics_constrained(model32, q, v, u, closure32)[0])(
         *(jnp.asarray(x, jnp.float32) for x in (q0, v0, tau))), np.float64)
 
     # trajectories: with (α = β) and without stabilisation, both engines
@@ -181,7 +177,7 @@ def run(out_dir, duration=10.0, dt=0.01, baumgarte=5.0):
     v_kick = np.full(6, V_KICK)                                     # off the velocity constraint: G v ≠ 0
     cases = [(q0, v0, *gains[0]), (q0, v0, *gains[1]), (q0, v_kick, *gains[0]), (q0, v_kick, *gains[1])]
     qs, vs = jaxsoa_rollouts(model, closure, jnp.asarray(tau), dt, n, cases)
-    accel_fn = jax.jit(jax.vmap(lambda q, v, alpha, beta: constrained_forward_dynamics(
+    accel_fn = jax.jit(jax.vmap(lambda q, v, alpha, beta: forward_dynamics_constrained(
         model, q, v, jnp.asarray(tau), closure, baumgarte=(alpha, beta))[0], in_axes=(0, 0, None, None)))
     qdd_rec = np.asarray(accel_fn(jnp.asarray(qs[1]), jnp.asarray(vs[1]), 0.0, 0.0))[0]      # q0, v0, α = β = 0
     errors_fn = jax.jit(jax.vmap(lambda q: constraint_error(model, q, closure)))
@@ -230,10 +226,11 @@ def run(out_dir, duration=10.0, dt=0.01, baumgarte=5.0):
     p_text = "\n".join("    " + " ".join(str(int(x)) for x in r) for r in top.P)
     cut = ", ".join(f"{f} = {int(getattr(top, f)[0])}" for f in ("cut_link_a", "cut_interface_a", "cut_link_b",
                                                                    "cut_interface_b", "cut_type"))
-    lines = [f"| {a} | {b:.3e} | {'-' if c is None else f'≤ {c:g}'} |" for a, b, c in rows]
+    lines = markdown_table(("quantity", "value", "acceptance"),
+                           [(a, f"{b:.3e}", "-" if c is None else f"≤ {c:g}") for a, b, c in rows])
     table = "\n".join([
         f"Closed-loop grasp (seed 000 §4.3), {duration:g} s, dt = {dt:g} s, float64, zero gravity ({elapsed:.1f} s)",
-        "", "| quantity | value | acceptance |", "|---|---|---|", *lines, "",
+        "", lines, "",
         f"cut (storage indices = link ID − 1): {cut}",
         f"P of the cut tree (the seed's eq. 30), rows/columns = link IDs 1..8:\n{p_text}"])
     print(table)
@@ -245,13 +242,9 @@ def run(out_dir, duration=10.0, dt=0.01, baumgarte=5.0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs/seed000-loop", help="folder for the plot and tables")
-    parser.add_argument("--duration", type=float, default=10.0, help="simulated time [s] (default 10)")
-    parser.add_argument("--dt", type=float, default=0.01, help="RK4 step [s] (default 0.01)")
-    parser.add_argument("--baumgarte", type=float, default=5.0, help="Baumgarte α = β [1/s] (default 5)")
-    args = parser.parse_args(argv)
-    run(pathlib.Path(args.out), args.duration, args.dt, args.baumgarte)
+    run_command(run, __doc__, argv, "outputs/seed000-loop", ("--duration", 10.0, "simulated time [s]"),
+                ("--dt", 0.01, "RK4 step [s]"), ("--baumgarte", 5.0, "Baumgarte α = β [1/s]"),
+                out_help="folder for the plot and tables")
 
 
 if __name__ == "__main__":

@@ -6,11 +6,12 @@ dispersion over tether and reel parameters.
                                             [--retrieve 10000] [--draws 1024] [--elements 4]
 
 Coupled run: platform (hub + 2-joint deployer, 207 kg) and robot (base + 3-link arm, 10.4 kg) by
-jaxsoa's free-floating ABA, the tether by its FEM (jaxsoa.tether / jaxsoa.reel, lumped, n elements),
-gravity gradient on every link and node (jaxsoa.orbit, non-rotating orbital frame), one RK4 step over
-the joint state; the step dt follows the shortest element (explicit-stability limit of the tether's
-axial and Kelvin–Voigt modes, ≤ 0.3 s, the bound of the arms' joint PD loops). The platform's reel is
-rate-driven by jaxsoa.reel_control (the robot's is locked; law and gains in docs/tether.md §8):
+jaxsoa's free-floating ABA, the tether by its FEM (jaxsoa.systems.tether.fem / jaxsoa.systems.tether.reels, lumped,
+n elements), gravity gradient on every link and node (jaxsoa.systems.orbit, non-rotating orbital frame), one
+RK4 step over the joint state (jaxsoa.systems.tether.coupling); the step dt follows the shortest element
+(explicit-stability limit of the tether's axial and Kelvin–Voigt modes, ≤ 0.3 s, the bound of the arms' joint PD
+loops). The platform's reel is
+rate-driven by jaxsoa.systems.tether.reel_control (the robot's is locked; law and gains in docs/tether.md §8):
 
 * deployment, 0 ≤ t < T_d: the robot is ejected along the local vertical at v₀ = 2 (l₁ − l₀)/T_d and
   the reel brakes it smoothly to rest at l₁ (a tether cannot push: a deployment from rest only piles
@@ -25,11 +26,10 @@ out-of-plane libration angles; energy budget in the Jacobi form E_J = T + U_elas
 (the gravity-gradient field turns at n in this frame, so E_J, not T + U, is the conserved quantity)
 against the reel work, Kelvin–Voigt loss, Carnot loss, strain flux and joint-control work, with the
 residual. Dispersion: ≥ 1024 draws of (EA, α, retrieval rate c, initial in-plane libration θ₀), the
-reduced model (the two bodies as point masses of the same mass, jaxsoa.reel.tether_dynamics), all
+reduced model (the two bodies as point masses of the same mass, jaxsoa.systems.tether.reels.tether_dynamics), all
 draws in one compiled vmapped call per time chunk; histograms of peak tension and final libration.
 """
 
-import argparse
 import functools
 import pathlib
 import time
@@ -37,13 +37,14 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 import jaxsoa
-from jaxsoa import orbit as orb
-from jaxsoa import reel_control as rc
-from jaxsoa.reel import energy_rates, tether_inputs
-from jaxsoa.tether import (
+from experiments._common import advance, legend_outside, markdown_table, run_command, start_run
+from jaxsoa.systems import orbit as orb
+from jaxsoa.systems.tether import coupling
+from jaxsoa.systems.tether import reel_control as rc
+from jaxsoa.systems.tether.fem import (
+    TetherParams,
     elastic_energy,
     element_strain,
     element_tension,
@@ -51,7 +52,9 @@ from jaxsoa.tether import (
     mass_bands,
     straight_state,
     tether_kinetic_energy,
+    tether_params,
 )
+from jaxsoa.systems.tether.reels import energy_rates, tether_inputs
 from sims import tethered_robot as tr
 
 ORBIT = orb.circular_orbit(7.0e6)
@@ -63,7 +66,8 @@ DT_MAX_REDUCED = 1.0                        # s, reduced model (no arms): ≪ th
 
 
 def build_law(system, deploy, hold, l_max, l_end, **overrides):
-    """The reel law of this reproduction (jaxsoa.reel_control.reel_law defaults) for `system`'s masses."""
+    """The reel law of this reproduction (jaxsoa.systems.tether.reel_control.reel_law defaults) for `system`'s
+    masses."""
     m_P, m_M = float(jnp.sum(system.platform.mass)), float(jnp.sum(system.robot.mass))
     return rc.reel_law(l_start=L0, l_deployed=l_max, l_end=l_end, t_deploy=deploy, t_hold=hold,
                        reduced_mass=m_P * m_M / (m_P + m_M), **overrides)
@@ -84,16 +88,17 @@ def gravity_gradient_energy(system, t, state):
         m = model.mass[:, 0]
         total = total + 0.5 * k * jnp.sum(m * (jnp.sum(c * c, 1) - 3 * (c @ i) ** 2)
                                           + 3 * jnp.einsum("i,kij,j->k", i, J, i) - jnp.trace(J, axis1=1, axis2=2))
-    tether = tr.with_exit_nodes(system, state)
-    ends = tether.r[jnp.array([0, -1])]
-    total = total + 0.5 * k * jnp.sum(tr.stored_mass(system, tether) * (jnp.sum(ends**2, 1) - 3 * (ends @ i) ** 2))
+    tether = coupling.with_exit_nodes(system, state)
+    ends, m_stored = tether.r[jnp.array([0, -1])], coupling.stored_mass(system, tether)
+    total = total + 0.5 * k * jnp.sum(m_stored * (jnp.sum(ends**2, 1) - 3 * (ends @ i) ** 2))
     a_ext = orb.gravity_gradient_acceleration(ORBIT, t, tether.r)
     return total - 0.5 * jnp.sum(tether.r * mass_apply(*mass_bands(system.tether, tether.s[1] - tether.s[0]), a_ext))
 
 
 def power(system, state, q_ref):
-    """(5,) power terms: reel, −Carnot, −viscous, strain flux (jaxsoa.reel.energy_rates) and joint PD τ·q̇."""
-    rates = energy_rates(system.tether, tr.with_exit_nodes(system, state), tr.default_inputs())
+    """(5,) power terms: reel, −Carnot, −viscous, strain flux (jaxsoa.systems.tether.reels.energy_rates) and joint
+    PD τ·q̇."""
+    rates = energy_rates(system.tether, coupling.with_exit_nodes(system, state), tether_inputs())
     joint_power = 0.0
     for q, v, ref in ((state.q_platform, state.v_platform, q_ref[0]), (state.q_robot, state.v_robot, q_ref[1])):
         tau = -system.gains[0] * (q[7:] - ref) - system.gains[1] * v[6:]
@@ -103,14 +108,15 @@ def power(system, state, q_ref):
 
 def diagnostics(system, t, state):
     """Per sample: (l, tensions (n,), θ, φ, energies [T, U_el, U_gg, −n H_z])."""
-    tether = tr.with_exit_nodes(system, state)
+    tether = coupling.with_exit_nodes(system, state)
     eps, eps_dot, _ = element_strain(system.tether, tether)
     kinetic = tether_kinetic_energy(system.tether, tether)
-    kinetic = kinetic + 0.5 * jnp.sum(tr.stored_mass(system, tether) * jnp.sum(tether.v[jnp.array([0, -1])] ** 2, 1))
+    ends_v = tether.v[jnp.array([0, -1])]
+    kinetic = kinetic + 0.5 * jnp.sum(coupling.stored_mass(system, tether) * jnp.sum(ends_v**2, 1))
     for model, q, v in ((system.platform, state.q_platform, state.v_platform),
                         (system.robot, state.q_robot, state.v_robot)):
         kinetic = kinetic + 0.5 * v @ jaxsoa.crba(model, q) @ v                  # ½ vᵀ M v
-    _, angular = tr.total_momentum(system, state)
+    _, angular = coupling.total_momentum(system, state)
     energies = jnp.stack([kinetic, elastic_energy(system.tether, tether), gravity_gradient_energy(system, t, state),
                           -N_ORBIT * angular[2]])
     theta, phi, _, _ = rc.chord_libration(ORBIT, t, tether)
@@ -121,12 +127,12 @@ def diagnostics(system, t, state):
 def coupled_chunk(system, state, q_ref, t0, dt, law, work):
     """CHUNK RK4 steps from t0; returns the final state, the accumulated work (trapezoid) and the samples."""
     def reel(t, st):     # the stage's end nodes (RK4-advanced exit points) stand for the exits' sensors
-        return rc.reel_acceleration(ORBIT, t, system.tether, st.tether, law)
+        return rc.reel_acceleration(system.tether, ORBIT, t, st.tether, law)
 
     def body(carry, k):
         x, w, p_prev = carry
         t = t0 + k * dt
-        x = tr.rk4_step(system, t, x, reel, q_ref, dt, tr.default_inputs())
+        x = coupling.rk4_step_coupled(system, t, x, tether_inputs(), q_ref, reel, dt)
         p = power(system, x, q_ref)
         return (x, w + dt * (p_prev + p) / 2, p), None                          # W += ∫ P dt (trapezoid)
 
@@ -138,19 +144,22 @@ def coupled_chunk(system, state, q_ref, t0, dt, law, work):
 def run_coupled(system, t_end, law, theta0):
     """Host loop over chunks with dt from the current length. Returns a dict of sampled arrays."""
     L = float(system.tether.length)
-    rot = np.asarray(orb.lvlh_rotation(ORBIT, 0.0)) @ np.asarray(jaxsoa.rotation.exp_so3(jnp.array([0, 0, theta0])))
-    v0 = float(rc.deployment_profile(0.0, law)[1])
-    state, q_ref = tr.initial_state(system, law.l_start * 1.002, (L - law.l_start, L), rotation=rot,
-                                    omega=(0.0, 0.0, N_ORBIT), separation=v0)
-    t, work = 0.0, jnp.zeros(5)
+    rot = np.asarray(orb.lvlh_rotation(ORBIT, 0.0)) @ np.asarray(
+        jaxsoa.spatial.rotation.exp_so3(jnp.array([0, 0, theta0])))
+    v0 = float(rc.deployment_profile(law, 0.0)[1])
+    state, q_ref = coupling.initial_state(system, law.l_start * 1.002, (L - law.l_start, L), rotation=rot,
+                                          omega=(0.0, 0.0, N_ORBIT), separation=v0)
+    work = jnp.zeros(5)
     samples = [(0.0, jax.jit(diagnostics)(system, 0.0, state), np.zeros(5))]
-    with tqdm(total=t_end, desc="coupled run [s]", unit_scale=True) as bar:
-        while t < t_end:
-            dt = rc.stable_dt(float(state.tether.s[1] - state.tether.s[0]), system.tether, DT_MAX)
-            state, work, diag = coupled_chunk(system, state, q_ref, t, dt, law, work)
-            t += CHUNK * dt
-            samples.append((t, diag, np.asarray(work)))
-            bar.update(CHUNK * dt)
+
+    def step(t):                                            # one chunk, dt from the current shortest element
+        nonlocal state, work
+        dt = rc.stable_dt(system.tether, float(state.tether.s[1] - state.tether.s[0]), DT_MAX)
+        state, work, diag = coupled_chunk(system, state, q_ref, t, dt, law, work)
+        samples.append((t + CHUNK * dt, diag, np.asarray(work)))
+        return t + CHUNK * dt
+
+    advance(t_end, step, "coupled run")
     out = {"t": np.array([s[0] for s in samples]), "work": np.array([s[2] for s in samples])}
     for k, name in enumerate(("l", "tension", "theta", "phi", "energy")):
         out[name] = np.array([np.asarray(s[1][k]) for s in samples])
@@ -167,15 +176,15 @@ def dispersion_chunk(n_elements, draws, tethers, peaks, t0, dt, law, inputs):
     """CHUNK steps of every draw at once (one vmapped call): new states, running peak tension, θ."""
     def one(x, peak, draw):
         EA, alpha, rate, _ = draw
-        params = tr.TetherParams(jnp.asarray(tr.TETHER["rho"]), EA, alpha, jnp.asarray(tr.TETHER["length"]),
-                                 n_elements, True)
+        params = TetherParams(jnp.asarray(tr.TETHER["rho"]), EA, alpha, jnp.asarray(tr.TETHER["length"]), n_elements,
+                              True)
         draw_law = law._replace(rate=rate)
 
         def body(carry, k):
             x, peak = carry
             t = t0 + k * dt
-            x = tr.dumbbell_rk4_step(params, t, x, inputs, ORBIT,
-                                     lambda t, s: rc.reel_acceleration(ORBIT, t, params, s, draw_law), dt)
+            x = coupling.rk4_step_dumbbell(params, ORBIT, t, x, inputs,
+                                           lambda t, s: rc.reel_acceleration(params, ORBIT, t, s, draw_law), dt)
             eps, eps_dot, _ = element_strain(params, x)
             return (x, jnp.maximum(peak, jnp.max(element_tension(params, eps, eps_dot)))), None
 
@@ -197,8 +206,8 @@ def run_dispersion(system, draws, t_end, law):
     m_P, m_M = float(jnp.sum(system.platform.mass)), float(jnp.sum(system.robot.mass))
     inputs = tether_inputs(end_mass=(m_P, m_M))
     L = tr.TETHER["length"]
-    params = tr.tether_params(**{**tr.TETHER, "n_elements": n})
-    states, v0 = [], float(rc.deployment_profile(0.0, law)[1])
+    params = tether_params(**{**tr.TETHER, "n_elements": n})
+    states, v0 = [], float(rc.deployment_profile(law, 0.0)[1])
     for theta0 in draws[:, 3]:
         u = np.array([np.cos(theta0), np.sin(theta0), 0.0])
         d = law.l_start * 1.002
@@ -208,17 +217,19 @@ def run_dispersion(system, draws, t_end, law):
         states.append(straight_state(params, r_P, r_M, (L - law.l_start, L), v_P, v_M, (-v0, 0.0)))
     tethers = jax.tree.map(lambda *x: jnp.stack(x), *states)
     draws_j = jnp.asarray(draws)
-    peaks, t, times, thetas = jnp.zeros(len(draws)), 0.0, [], []
+    peaks, times, thetas = jnp.zeros(len(draws)), [], []
     EA_max, alpha_max = float(draws[:, 0].max()), float(draws[:, 1].max())
-    with tqdm(total=t_end, desc=f"dispersion ({len(draws)} draws) [s]", unit_scale=True) as bar:
-        while t < t_end:
-            l = float(jnp.min(tethers.s[:, 1] - tethers.s[:, 0]))
-            dt = rc.stable_dt(l, params, DT_MAX_REDUCED, EA_max, alpha_max)
-            tethers, peaks, theta = dispersion_chunk(n, draws_j, tethers, peaks, t, dt, law, inputs)
-            thetas.append(np.asarray(theta))
-            t += CHUNK * dt
-            times.append(t)
-            bar.update(CHUNK * dt)
+
+    def step(t):                                            # one chunk of every draw, dt from the shortest element
+        nonlocal tethers, peaks
+        dt = rc.stable_dt(params, float(jnp.min(tethers.s[:, 1] - tethers.s[:, 0])), DT_MAX_REDUCED, EA=EA_max,
+                          alpha=alpha_max)
+        tethers, peaks, theta = dispersion_chunk(n, draws_j, tethers, peaks, t, dt, law, inputs)
+        thetas.append(np.asarray(theta))
+        times.append(t + CHUNK * dt)
+        return t + CHUNK * dt
+
+    advance(t_end, step, f"dispersion ({len(draws)} draws)")
     return np.asarray(peaks), np.array(times), np.array(thetas), np.asarray(tethers.s[:, 1] - tethers.s[:, 0])
 
 
@@ -229,18 +240,22 @@ def plot_coupled(out, res, law):
     import matplotlib.pyplot as plt
 
     t = res["t"] / 60
-    fig, axes = plt.subplots(4, 1, figsize=(9, 11), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(11, 11), sharex=True)
     axes[0].plot(t, res["l"])
-    axes[0].set(ylabel="deployed length l [m]", title="Seed 001: coupled platform + tether + robot, circular orbit")
+    axes[0].set(ylabel="deployed length l [m]")
+    fig.suptitle("Seed 001: coupled platform + tether + robot, circular orbit")
+    edges = (0.0, law.t_deploy / 60, (law.t_deploy + law.t_hold) / 60, t[-1])          # phase boundaries [min]
+    for x0, x1, phase in zip(edges, edges[1:], ("deployment", "libration damping", "retrieval"), strict=False):
+        axes[0].text((x0 + x1) / 2, 1.02, phase, transform=axes[0].get_xaxis_transform(), ha="center",
+                     va="bottom", fontsize=8, color="0.3")
     n = res["tension"].shape[1]
     image = axes[1].imshow(1e3 * res["tension"].T, aspect="auto", origin="lower", cmap="viridis",
                            extent=(t[0], t[-1], 0.0, 1.0), interpolation="nearest")
-    fig.colorbar(image, ax=axes[1], label="tension [mN]", pad=0.01)
-    axes[1].set(ylabel=f"s̄ (element of {n})")
+    fig.colorbar(image, cax=axes[1].inset_axes((1.01, 0.0, 0.02, 1.0)), label="tension [mN]")
+    axes[1].set(ylabel=f"arc length / l [–]\n({n} elements)")
     axes[2].plot(t, np.degrees(res["theta"]), label="in-plane θ")
     axes[2].plot(t, np.degrees(res["phi"]), label="out-of-plane φ")
     axes[2].set(ylabel="libration [deg]")
-    axes[2].legend()
     E = res["energy"] - res["energy"][0]
     W = res["work"]
     labels = ("kinetic T", "elastic U", "gravity gradient U_gg", "−n H_z")
@@ -250,11 +265,12 @@ def plot_coupled(out, res, law):
         axes[3].plot(t, W[:, k], ls="--", label=label)
     axes[3].plot(t, E.sum(1) - W.sum(1), color="k", lw=2, label="residual ΔE_J − ΣW")
     axes[3].set(ylabel="energy [J]", xlabel="t [min]")
-    axes[3].legend(fontsize=7, ncol=3)
     for ax in axes:
         ax.grid(alpha=0.3)
-        for edge in (law.t_deploy, law.t_deploy + law.t_hold):        # phase boundaries
-            ax.axvline(edge / 60, color="0.5", lw=0.8, ls=":")
+        for k, edge in enumerate(edges[1:3]):
+            ax.axvline(edge, color="0.5", lw=0.8, ls=":", label="phase boundary" if k == 0 else None)
+    for ax in (axes[0], axes[2], axes[3]):
+        legend_outside(ax, fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "seed001_coupled.png", dpi=110)
     plt.close(fig)
@@ -269,7 +285,7 @@ def plot_dispersion(out, peaks, final_amplitude, retrieval_amplitude, rates, fin
     bins = np.linspace(0.0, np.degrees(max(retrieval_amplitude.max(), final_amplitude.max())), 41)
     axes[1].hist(np.degrees(final_amplitude), bins=bins, alpha=0.7, label="final (last 10 % of the run)")
     axes[1].hist(np.degrees(retrieval_amplitude), bins=bins, alpha=0.7, label="max during retrieval")
-    axes[1].set(xlabel="in-plane libration amplitude |θ| [deg]")
+    axes[1].set(xlabel="in-plane libration amplitude |θ| [deg]", ylabel="draws")
     axes[1].legend(fontsize=8)
     points = axes[2].scatter(rates, final_l, c=np.degrees(retrieval_amplitude), s=6, cmap="viridis")
     fig.colorbar(points, ax=axes[2], label="max |θ| [deg]", pad=0.01)
@@ -284,12 +300,7 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
         l_end=L_END):
     """Coupled deployment / libration damping / retrieval and the dispersion; writes plots and a table,
     returns the rows."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    jax.config.update("jax_enable_x64", True)
-    out = pathlib.Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = start_run(out)
     system = tr.build(tether={"n_elements": elements}, orbit=ORBIT)
     law = build_law(system, deploy, hold, l_max, l_end)
     t_end = deploy + hold + retrieve
@@ -339,25 +350,18 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
     ]
     table = "\n".join([f"Seed 001, a = {ORBIT.a / 1e3:.0f} km circular, n = {N_ORBIT:.4e} rad/s, {elements} elements, "
                        f"deploy {deploy:g} s to {l_max:g} m, hold {hold:g} s, retrieve {retrieve:g} s to {l_end:g} m",
-                       "", "| quantity | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
+                       "", markdown_table(("quantity", "value"), rows)])
     print(table)
     (out / "seed001_table.md").write_text(table + "\n")
+    print(f"wrote {out / 'seed001_table.md'}, {out / 'seed001_coupled.png'} and {out / 'seed001_dispersion.png'}")
     return rows
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs/seed001", help="folder for plots and tables")
-    parser.add_argument("--deploy", type=float, default=1200.0, help="deployment time T_d [s] (default 1200)")
-    parser.add_argument("--hold", type=float, default=2000.0, help="libration damping at l₁, T_h [s] (default 2000)")
-    parser.add_argument("--retrieve", type=float, default=10000.0, help="retrieval time [s] (default 10000)")
-    parser.add_argument("--draws", type=int, default=1024, help="dispersion draws (default 1024)")
-    parser.add_argument("--elements", type=int, default=4, help="tether elements (default 4)")
-    parser.add_argument("--length", type=float, default=L1, help="deployed length l₁ [m] (default 1000)")
-    parser.add_argument("--l-end", type=float, default=L_END, help="retrieval floor l_end [m] (default 50)")
-    args = parser.parse_args(argv)
-    run(pathlib.Path(args.out), args.deploy, args.hold, args.retrieve, args.draws, args.elements, args.length,
-        args.l_end)
+    run_command(run, __doc__, argv, "outputs/seed001", ("--deploy", 1200.0, "deployment time T_d [s]"),
+                ("--hold", 2000.0, "libration damping at l₁, T_h [s]"), ("--retrieve", 10000.0, "retrieval time [s]"),
+                ("--draws", 1024, "dispersion draws"), ("--elements", 4, "tether elements"),
+                ("--length", L1, "deployed length l₁ [m]"), ("--l-end", L_END, "retrieval floor l_end [m]"))
 
 
 if __name__ == "__main__":

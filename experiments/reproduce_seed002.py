@@ -3,7 +3,7 @@ free-floating hub, forward and inverse dynamics and computed-torque control, dt 
 
     python -m experiments.reproduce_seed002 [--out outputs/seed002] [--duration 10] [--runs a b ...]
 
-Runs (the seed's Figs. 3-10): (a) fixed-base forward dynamics under harmonic torques from rest at
+Runs: (a) fixed-base forward dynamics under harmonic torques from rest at
 q = 0; (b) fixed-base inverse dynamics of q = 0.1 cos t; (c) free-floating forward dynamics (joint
 angles, hub pose disturbance, momentum and centre-of-mass conservation); (d) free-floating inverse
 dynamics of q = 0.1 sin t with the hub free and initially at rest (joint torques and the wrench the
@@ -22,7 +22,6 @@ first arm joint (equal to I_hub a_hub + v ×* I_hub v, jaxsoa's formula). MuJoCo
 classical RK4, τ in `qfrc_applied`) for (a) and `mj_inverse` for (b). Joints are mapped by name.
 """
 
-import argparse
 import collections
 import pathlib
 import time
@@ -32,9 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
 from scipy.spatial.transform import Rotation
-from tqdm import tqdm
 
 import jaxsoa
+from experiments._common import command_parser, legend_outside, markdown_table, progress, start_run
 from experiments.seed002_reference import jax_dexp_inv, pin_free_floating, pin_rollout, rk4
 from sims import space_arm_7dof as arm
 
@@ -74,24 +73,24 @@ def row(run, quantity, ref, e, scale, tol, relative=False):
             "1 (relative)" if relative else f"{scale:.3g}", tol)
 
 
-def plot(path, title, t, panels, errors):
+def plot(path, title, t, panels, errors, error_unit, overlay_label="closed form"):
     """A panel per (ylabel, curves (T, k), labels, dotted overlay (T, k) or None), then the errors
-    {label: (T,)} on a log scale."""
+    {label: (T,)} on a log scale (in `error_unit`); legends beside the axes."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(panels) + 1, 1, sharex=True, figsize=(8, 2.4 * (len(panels) + 1)))
+    fig, axes = plt.subplots(len(panels) + 1, 1, sharex=True, figsize=(10.5, 2.4 * (len(panels) + 1)))
     for ax, (ylabel, y, labels, overlay) in zip(axes, panels, strict=False):
         for k, label in enumerate(labels):
             ax.plot(t, y[:, k], color=f"C{k}", label=label)
             if overlay is not None:
-                ax.plot(t, overlay[:, k], color="k", ls=":", lw=1)
+                ax.plot(t, overlay[:, k], color="k", ls=":", lw=1, label=overlay_label if k == 0 else None)
         ax.set(ylabel=ylabel)
-        ax.legend(fontsize=7, ncol=4, loc="upper right")
+        legend_outside(ax, fontsize=7)
         ax.grid(alpha=0.3)
     for label, e in errors.items():
         axes[-1].semilogy(t, np.maximum(e, 1e-20), label=label)
-    axes[-1].set(ylabel="|error| (max over entries)", xlabel="t [s]")
-    axes[-1].legend(fontsize=7)
+    axes[-1].set(ylabel=f"|error|, max over entries\n{error_unit}", xlabel="t [s]")
+    legend_outside(axes[-1], fontsize=7)
     axes[-1].grid(alpha=0.3, which="both")
     axes[0].set_title(title)
     fig.tight_layout()
@@ -128,7 +127,7 @@ def run_a(out, t, n):
     errors = {"q vs Pinocchio": err(qs, ref_q), "v vs Pinocchio": err(vs, ref_v),
               "q vs MuJoCo": err(qs, mj[:, :7]), "v vs MuJoCo": err(vs, mj[:, 7:])}
     plot(out / "seed002_a_fixed_forward.png", "(a) fixed base, forward dynamics (Figs. 3-4)", t,
-         [("q [rad]", qs, JOINTS, None), ("v [rad/s]", vs, JOINTS, None)], errors)
+         [("q [rad]", qs, JOINTS, None), ("v [rad/s]", vs, JOINTS, None)], errors, "[rad, rad/s]")
     scale = {"q": (ref_q, "q [rad]"), "v": (ref_v, "v [rad/s]")}
     return [row("a", scale[key[0]][1], key.split()[-1], e, scale[key[0]][0], "1e-9") for key, e in errors.items()]
 
@@ -146,7 +145,7 @@ def run_b(out, t, n):
         mj.append(d.qfrc_inverse[adr].copy())
     errors = {"τ vs Pinocchio": err(tau, ref), "τ vs MuJoCo": err(tau, np.array(mj))}
     plot(out / "seed002_b_fixed_inverse.png", "(b) fixed base, inverse dynamics of q = 0.1 cos t (Fig. 5)", t,
-         [("τ [N m]", np.asarray(tau), JOINTS, None)], errors)
+         [("τ [N m]", np.asarray(tau), JOINTS, None)], errors, "[N m]")
     return [row("b", "τ [N m]", key.split()[-1], e, ref, "1e-10") for key, e in errors.items()]
 
 
@@ -161,7 +160,8 @@ def run_c(out, t, n):
     plot(out / "seed002_c_floating_forward.png", "(c) free-floating, forward dynamics (Figs. 6-7)", t,
          [("joint q [rad]", qs[:, 7:], JOINTS, None), ("hub position [mm]", 1e3 * pos, list("xyz"), None),
           ("hub rotation vector [deg]", np.degrees(rot), list("xyz"), None)],
-         {**{f"{key} vs Pinocchio": e for key, e in errors.items()}, "|h(t) − h(0)| [N s, N m s]": err(h, h[:1])})
+         {**{f"{key} vs Pinocchio": e for key, e in errors.items()}, "|h(t) − h(0)| [N s, N m s]": err(h, h[:1])},
+         "[unit in the legend]")
     rows = [row("c", key, "Pinocchio", e, scale, "1e-9") for (key, e), scale in
             zip(errors.items(), (ref_q[:, 7:], ref_pos, ref_rot, ref_v), strict=True)]
     rows += [row("c", f"{name} drift / max arm momentum", "conservation", err(h[:, k], h[:1, k]),
@@ -175,7 +175,7 @@ def run_d(out, t, n):
     pd, (q0, v0) = pm.createData(), rest(True, Q_D.pos(0.0), Q_D.vel(0.0))
 
     def solve(tk, q, v):
-        sol = jaxsoa.free_floating_rnea(model, q, v, Q_D.acc(tk, jnp))
+        sol = jaxsoa.rnea_free_floating(model, q, v, Q_D.acc(tk, jnp))
         return sol.base_acceleration, sol.tau_joints, sol.base_wrench
 
     def step(state, k):
@@ -198,7 +198,7 @@ def run_d(out, t, n):
     plot(out / "seed002_d_floating_inverse.png", "(d) free-floating, inverse dynamics of q = 0.1 sin t (Fig. 8)", t,
          [("joint τ [N m]", np.asarray(tau), JOINTS, None),
           ("hub moment [N m]", np.asarray(wrench[:, :3]), ["Mx", "My", "Mz"], None),
-          ("hub force [N]", np.asarray(wrench[:, 3:]), ["Fx", "Fy", "Fz"], None)], errors)
+          ("hub force [N]", np.asarray(wrench[:, 3:]), ["Fx", "Fy", "Fz"], None)], errors, "[N m, N]")
     return [row("d", quantity, key.split(" vs ")[1], e, scale, "1e-10") for (key, e), quantity, scale in
             zip(errors.items(), ("τ [N m]", "hub wrench [N m, N]"), (ref_tau, ref_wrench), strict=True)]
 
@@ -211,7 +211,7 @@ def jax_track(floating, n, dt, kp, kd, at_stages=False):
     def control(tk, q, v):
         target = Q_E.pos(tk, jnp), Q_E.vel(tk, jnp), Q_E.acc(tk, jnp)
         if floating:
-            return jnp.r_[ZERO6, jaxsoa.free_floating_computed_torque(model, q, v, *target, kp, kd)]
+            return jnp.r_[ZERO6, jaxsoa.computed_torque_free_floating(model, q, v, *target, kp, kd)]
         return jaxsoa.computed_torque(model, q, v, *target, kp, kd)
 
     run = jax.jit(lambda mdl: jaxsoa.rollout(mdl, q0, v0, control, dt, n, control_at_stages=at_stages))
@@ -257,7 +257,7 @@ def run_e(out, t, n):
     rows.append(row("e", f"fixed base, dt = {DT / 10:g} s, tracking error [rad]", "closed form", err(fine, closed),
                     closed, "O(ω dt) e₀ (ZOH)"))
     plot(out / "seed002_e_computed_torque.png",
-         f"(e) computed torque, ω = {OMEGA:g} rad/s (Fig. 10); dotted: closed form", t, panels, errors)
+         f"(e) computed torque, ω = {OMEGA:g} rad/s (Fig. 10); dotted: closed form", t, panels, errors, "[rad]")
     return rows
 
 
@@ -265,19 +265,15 @@ RUNS = {"a": run_a, "b": run_b, "c": run_c, "d": run_d, "e": run_e}
 
 
 def run(out: pathlib.Path, duration=10.0, only=tuple(RUNS)):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    jax.config.update("jax_enable_x64", True)
-    out.mkdir(parents=True, exist_ok=True)
+    out = start_run(out)
     n = round(duration / DT)
     t, rows, start = np.arange(n + 1) * DT, [], time.perf_counter()
-    for name in tqdm(only, desc="seed002 runs"):
+    for name in progress(only, desc="seed002 runs"):
         rows += RUNS[name](out, t, n)
     table = "\n".join([f"Space arm 7-DOF, hub {arm.HUB.mass:g} kg, dt = {DT} s, {duration:g} s, RK4, float64 "
                        f"({time.perf_counter() - start:.1f} s)", "",
-                       "| run | quantity | reference | max abs error | max abs value | expected |",
-                       "|---|---|---|---|---|---|", *("| " + " | ".join(r) + " |" for r in rows)])
+                       markdown_table(("run", "quantity", "reference", "max abs error", "max abs value", "expected"),
+                                      rows)])
     print(table)
     (out / "seed002_table.md").write_text(table + "\n")
     print(f"wrote {out / 'seed002_table.md'} and {len(only)} plots seed002_*.png")
@@ -285,8 +281,7 @@ def run(out: pathlib.Path, duration=10.0, only=tuple(RUNS)):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs/seed002", help="folder for plots and tables")
+    parser = command_parser(__doc__, "outputs/seed002")
     parser.add_argument("--duration", type=float, default=10.0, help="simulated time [s] (default 10)")
     parser.add_argument("--runs", nargs="*", choices=sorted(RUNS), default=sorted(RUNS), help="subset of (a)-(e)")
     args = parser.parse_args(argv)

@@ -6,12 +6,14 @@
 Two motion profiles, sampled every `dt`: `sine` (heave 0.15 m at 0.5 Hz, pitch 6° at 0.4 Hz, roll
 5° at 0.3 Hz) and `random` (band-limited noise, a recorded-style profile). Four cases:
 no gas assist (gas cylinders vented), individual tanks, one shared tank (same total volume), and
-the seed's light-leg approximation (individual tanks, legs' masses and inertias ignored). For each:
+the light-leg approximation (individual tanks, legs' masses and inertias ignored). For each:
 peak and RMS electric force (over the six cylinders and time), electric energy (positive
 mechanical work of the cylinders, ∫ Σ max(F_i l̇_i, 0) dt: no regeneration) and the peak gauge
 gas pressure. Check rows: the forward dynamics replays the sine profile under the Kane forces of the
 individual-tank case (RK4, dt = 5 ms, first 2 s: the pose must follow the profile to 1e-6 m),
-and the power balance Σ F l̇ = d/dt(kinetic + gravity + gas energy) along the same profile.
+the power balance Σ F l̇ = d/dt(kinetic + gravity + gas energy) along the same profile, and the
+same forces from a second model: the platform as a closed-loop jaxsoa multibody system
+(experiments/seed004_reference.py), every tenth sample of the sine profile.
 A design sweep over tank volume × precharge (a vmapped grid, sine profile, individual tanks)
 maps the RMS electric force and prints its optimum.
 
@@ -19,7 +21,6 @@ Outputs: seed004_forces_{profile}.png, seed004_pressures_{profile}.png, seed004_
 seed004_table.md, seed004_table.csv, seed004_sweep.json.
 """
 
-import argparse
 import csv
 import dataclasses
 import json
@@ -29,11 +30,12 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
-from jaxsoa import stewart as st
-from jaxsoa import stewart_dynamics as sd
-from jaxsoa.rotation import quat_to_rotation, rotation_to_quat
+from experiments._common import legend_outside, markdown_table, progress, run_command, start_run
+from experiments.seed004_reference import closed_loop_forces
+from jaxsoa.spatial.rotation import quat_to_rotation, rotation_to_quat
+from jaxsoa.systems.stewart import dynamics as sd
+from jaxsoa.systems.stewart import geometry as st
 from sims import stewart_gas as sg
 
 CASES = {"no gas": "none", "individual tanks": "individual", "shared tank": "shared", "light legs": "individual"}
@@ -48,9 +50,9 @@ def case_params(case):
 def evaluate(params, path, times):
     """(forces (T, 6), gauge pressures (T, 3), leg rates (T, 9), ok (T,)) along `path`."""
     def at(s):
-        t, R, u, udot = st.path_state(path, s)
-        res = sd.inverse_dynamics(params, t, R, u, udot)
-        return res.force, res.gas.pressure, st.jacobian(params, t, R) @ u, res.status.ok
+        p, R, u, udot = st.path_state(path, s)
+        res = sd.inverse_dynamics(params, p, R, u, udot)
+        return res.force, res.gas.pressure, st.jacobian(params, p, R) @ u, res.status.ok
     return jax.vmap(at)(times)
 
 
@@ -61,25 +63,25 @@ def metrics(force, rate, dt):
 
 
 def replay_error(params, path, dt=5e-3, duration=2.0):
-    """Max |t − t_ref| [m] and rotation error [rad] of an RK4 rollout under the Kane forces, which
+    """Max |p − p_ref| [m] and rotation error [rad] of an RK4 rollout under the Kane forces, which
     are tabulated at the stage times (multiples of dt / 2)."""
     n = round(duration / dt)
     half = jnp.arange(2 * n + 1, dtype=jnp.float64) * (dt / 2)
     table = evaluate(params, path, half)[0]
-    t0, R0, u0, _ = st.path_state(path, jnp.float64(0.0))
-    ts, quats, _ = sd.simulate(params, t0, rotation_to_quat(R0), u0,
-                               lambda s, t, R, u: table[jnp.round(s / (dt / 2)).astype(jnp.int32)], dt, n)
-    t_ref, R_ref = jax.vmap(path)(half[::2])
+    p0, R0, u0, _ = st.path_state(path, jnp.float64(0.0))
+    ps, quats, _ = sd.simulate(params, p0, rotation_to_quat(R0), u0,
+                               lambda t, p, R, u: table[jnp.round(t / (dt / 2)).astype(jnp.int32)], dt, n)
+    p_ref, R_ref = jax.vmap(path)(half[::2])
     rot = jnp.swapaxes(R_ref, -1, -2) @ quat_to_rotation(quats) - jnp.eye(3)[None]
-    return jnp.max(jnp.abs(ts - t_ref)), jnp.max(jnp.abs(rot))
+    return jnp.max(jnp.abs(ps - p_ref)), jnp.max(jnp.abs(rot))
 
 
 def power_residual(params, path, times):
     """max |Σ F l̇ + Σ τ_P l̇_P − d/dt(KE) − d/dt(PE_gravity)| / max |Σ F l̇|, KE and PE summed over
     the 19 bodies with the energies' own formulas (platform: ½ m v_C² + ½ ωᵀ I ω; legs no spin)."""
     def energy(s):
-        t, R, u, _ = st.path_state(path, s)
-        legs = st.leg_motion(params, t, R, u, jnp.zeros_like(u))
+        p, R, u, _ = st.path_state(path, s)
+        legs = st.leg_motion(params, p, R, u, jnp.zeros_like(u))
         n_dot = jnp.cross(legs.omega, legs.direction)
         v_barrel, v_rod = params.barrel_com[:, None] * n_dot, legs.joint_velocity - params.rod_com[:, None] * n_dot
         com = R @ params.platform_com
@@ -91,12 +93,12 @@ def power_residual(params, path, times):
         heights = jnp.concatenate([(params.base_points + params.barrel_com[:, None] * legs.direction) @ params.gravity,
                                    (legs.joint - params.rod_com[:, None] * legs.direction) @ params.gravity])
         masses = jnp.concatenate([params.barrel_mass, params.rod_mass])
-        return kinetic - masses @ heights - params.platform_mass * (t + com) @ params.gravity
+        return kinetic - masses @ heights - params.platform_mass * (p + com) @ params.gravity
 
     def residual(s):
-        t, R, u, udot = st.path_state(path, s)
-        res = sd.inverse_dynamics(params, t, R, u, udot)
-        rate = st.jacobian(params, t, R) @ u
+        p, R, u, udot = st.path_state(path, s)
+        res = sd.inverse_dynamics(params, p, R, u, udot)
+        rate = st.jacobian(params, p, R) @ u
         supplied = res.force @ rate[:6] + res.gas.force @ rate[6:]
         return supplied - jax.jvp(energy, (s,), (jnp.ones_like(s),))[1], jnp.abs(res.force @ rate[:6])
 
@@ -107,23 +109,23 @@ def power_residual(params, path, times):
 def plot_profile(out, profile, times, forces, pressures):
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(forces), 1, sharex=True, figsize=(8, 2.2 * len(forces)))
+    fig, axes = plt.subplots(len(forces), 1, sharex=True, figsize=(9, 2.2 * len(forces)))
     for ax, (case, f) in zip(axes, forces.items(), strict=True):
         for k in range(6):
             ax.plot(times, f[:, k] / 1e3, lw=1, label=f"leg {k + 1}")
         ax.set(ylabel="F [kN]", title=f"{profile}: {case}")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7, ncol=6)
+    legend_outside(axes[0], fontsize=7)
     axes[-1].set(xlabel="t [s]")
     fig.tight_layout()
     fig.savefig(out / f"seed004_forces_{profile}.png", dpi=110)
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(8, 3))
+    fig, ax = plt.subplots(figsize=(10, 3))
     for style, (case, p) in zip(("-", "--"), pressures.items(), strict=True):
         for k in range(3):
             ax.plot(times, p[:, k] / 1e6, style, color=f"C{k}", lw=1, label=f"{case}, gas leg {k + 7}")
     ax.set(xlabel="t [s]", ylabel="gauge pressure [MPa]", title=f"{profile}: gas pressures")
-    ax.legend(fontsize=7, ncol=2)
+    legend_outside(ax, fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out / f"seed004_pressures_{profile}.png", dpi=110)
@@ -163,18 +165,13 @@ def sweep(out, path, times, dt, grid):
 
 
 def run(out: pathlib.Path, duration=10.0, dt=0.01, grid=12):
-    """Forces per profile and case, the two checks and the sweep; returns the table rows."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    jax.config.update("jax_enable_x64", True)
-    out = pathlib.Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    """Forces per profile and case, the three checks and the sweep; returns the table rows and the checks."""
+    out = start_run(out)
     start = time.perf_counter()
     times = jnp.arange(round(duration / dt) + 1, dtype=jnp.float64) * dt
     profiles = {"sine": sg.sine_profile(), "random": sg.random_profile(0)}
     rows = []
-    for profile, path in tqdm(profiles.items(), desc="seed004 profiles"):
+    for profile, path in progress(profiles.items(), desc="seed004 profiles"):
         forces, pressures = {}, {}
         for case in CASES:
             params = case_params(case)
@@ -189,33 +186,32 @@ def run(out: pathlib.Path, duration=10.0, dt=0.01, grid=12):
     individual, sine = case_params("individual tanks"), profiles["sine"]
     t_err, r_err = jax.jit(lambda p: replay_error(p, sine, duration=min(2.0, duration)))(individual)
     balance = jax.jit(lambda p: power_residual(p, sine, times))(individual)
+    closed, kane = closed_loop_forces(individual, sine, times[::10])
+    closed_loop = float(jnp.max(jnp.max(jnp.abs(closed - kane), 1) / jnp.max(jnp.abs(kane), 1)))
     best = sweep(out, sine, times, dt, grid)
     table = "\n".join([f"Gas-assisted Stewart platform, {duration:g} s at dt = {dt} s, float64 "
                        f"({time.perf_counter() - start:.1f} s)", "",
-                       "| " + " | ".join(HEADER) + " |", "|---" * len(HEADER) + "|",
-                       *("| " + " | ".join(r) + " |" for r in rows), "",
+                       markdown_table(HEADER, rows), "",
                        f"forward-dynamics replay (sine, RK4 5 ms): max position error {float(t_err):.2e} m, "
                        f"rotation error {float(r_err):.2e} (expected ≤ 1e-6)",
                        f"power balance Σ F l̇ + Σ τ_P l̇_P = d/dt(KE + PE) (sine): relative residual "
                        f"{float(balance):.2e} (expected ≤ 1e-9)",
+                       f"closed-loop multibody model (sine, {len(closed)} instants): its actuated prismatic forces vs "
+                       f"Kane's, max relative difference {closed_loop:.2e} (expected ≤ 1e-10)",
                        f"sweep optimum (sine, individual tanks, {grid}×{grid}): tank {best['tank_volume_m3']:.3f} m³, "
                        f"precharge {best['precharge_MPa']:.3f} MPa, RMS force {best['rms_force_kN']:.2f} kN"])
     print(table)
     (out / "seed004_table.md").write_text(table + "\n")
     with open(out / "seed004_table.csv", "w", newline="") as f:
         csv.writer(f).writerows([HEADER, *rows])
+    print(f"wrote {out / 'seed004_table.md'}, seed004_table.csv, seed004_sweep.json and the plots seed004_*.png")
     return rows, dict(replay_position=float(t_err), replay_rotation=float(r_err), power_balance=float(balance),
-                      optimum=best)
+                      closed_loop_forces=closed_loop, optimum=best)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs/seed004", help="folder for plots and tables")
-    parser.add_argument("--duration", type=float, default=10.0, help="profile length [s] (default 10)")
-    parser.add_argument("--dt", type=float, default=0.01, help="sampling step [s] (default 0.01)")
-    parser.add_argument("--grid", type=int, default=12, help="sweep grid points per axis (default 12)")
-    args = parser.parse_args(argv)
-    run(pathlib.Path(args.out), args.duration, args.dt, args.grid)
+    run_command(run, __doc__, argv, "outputs/seed004", ("--duration", 10.0, "profile length [s]"),
+                ("--dt", 0.01, "sampling step [s]"), ("--grid", 12, "sweep grid points per axis"))
 
 
 if __name__ == "__main__":

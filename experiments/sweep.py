@@ -1,4 +1,4 @@
-"""Monte Carlo sweeps of the sims/ systems over every device (`jaxsoa.sharding.sharded_map`).
+"""Monte Carlo sweeps of the sims/ systems over every device (`jaxsoa.workflows.sharding.sharded_map`).
 
     python -m experiments.sweep [--system space_arm dual_arm] [--count 512] [--chunk 256] [--steps 200]
                                 [--out outputs/sweep] [--coordinator HOST:PORT --num-processes N --process-id I]
@@ -11,8 +11,8 @@ Systems (`SYSTEMS`; a new system is one more `SweepSystem` entry):
   (zero torque, RK4, dt = 0.01 s). Outputs: the hub's attitude disturbance (final and peak rotation
   angle), its displacement, and the momentum drift (a conservation check: RK4 error, ~1e-13).
 * ``dual_arm``: the 3-D dual-arm spacecraft with a free hub (sims/dual_arm_spacecraft.py) in a
-  random one of the seed's three topologies (`CONFIGURATIONS`, built per sample inside the compiled
-  call by `jaxsoa.reconfigure.apply_configuration`: one compilation for all topologies), random
+  random one of its three topologies (`CONFIGURATIONS`, built per sample inside the compiled
+  call by `jaxsoa.topology.reconfigure.apply_configuration`: one compilation for all topologies), random
   initial joint angles (±0.5 rad), each joint driven along q_des = q₀ + a (1 − cos ωt) (a ±0.5 rad,
   ω 0.5-2 rad/s) by free-floating computed torque (K_p = ω_c², K_d = 2ω_c, ω_c = 10 rad/s, sampled
   once per step and held). Outputs: peak joint torque, hub attitude change, hub displacement, final
@@ -21,7 +21,7 @@ Systems (`SYSTEMS`; a new system is one more `SweepSystem` entry):
 * ``stewart``: the gas-assisted Gough-Stewart platform (sims/stewart_gas.py) with a random extra
   payload (0-8000 kg on its 12 t platform + payload, mass and inertia scaled together) following the
   sine profile with a random heave amplitude (0.05-0.25 m; pitch 6°, roll 5°) for `steps` samples of
-  dt; Kane's inverse dynamics (`jaxsoa.stewart_dynamics.inverse_dynamics`) at each sample. Outputs:
+  dt; Kane's inverse dynamics (`jaxsoa.systems.stewart.dynamics.inverse_dynamics`) at each sample. Outputs:
   peak and RMS electric cylinder force, peak gas-spring force (NaN flags a pose out of stroke).
 * ``tether``: the seed-001 dumbbell (500 kg platform, 50 kg subsatellite, jaxsoa tether FEM of 4
   lumped elements, ρ = 5 g/m) on the local vertical of a circular 7000 km orbit, deploying from 50 m
@@ -31,16 +31,16 @@ Systems (`SYSTEMS`; a new system is one more `SweepSystem` entry):
   in-plane libration (Coriolis lag), final deployed length (a check: l₀ + rate · t, exact).
 
 Writes to --out: ``sweep_<system>.npz`` (inputs and per-sample outputs, metadata JSON inside; read
-with `jaxsoa.io.results.read_results`), ``sweep_<system>.png`` (histograms), ``sweep_summary.json``
+with `jaxsoa.workflows.results.read_results`), ``sweep_<system>.png`` (histograms), ``sweep_summary.json``
 and ``sweep_summary.md`` (mean / std / quantiles per output, and the throughput), and prints the table.
-Multi-host: the three options call `jax.distributed.initialize` (see `jaxsoa.sharding`); every
+Multi-host: the three options call `jax.distributed.initialize` (see `jaxsoa.workflows.sharding`); every
 process runs the same command, process 0 writes the files.
 """
 
-import argparse
 import dataclasses
 import json
 import pathlib
+import sys
 import time
 from collections.abc import Callable
 
@@ -50,20 +50,20 @@ import matplotlib
 import numpy as np
 
 import jaxsoa
-from jaxsoa import orbit as orb
-from jaxsoa.io.results import flatten, summarize, write_results
-from jaxsoa.reconfigure import apply_configuration, design_arrays
-from jaxsoa.reel import tether_inputs
-from jaxsoa.reel_control import libration_angles
-from jaxsoa.sharding import initialize_distributed, sharded_map
-from jaxsoa.spatial import skew
-from jaxsoa.stewart import path_state
-from jaxsoa.stewart_dynamics import inverse_dynamics
-from jaxsoa.tether import TetherState, element_strain, element_tension, tether_params
+from experiments._common import command_parser, markdown_table
+from jaxsoa.spatial.algebra import skew
+from jaxsoa.systems import orbit as orb
+from jaxsoa.systems.stewart.dynamics import inverse_dynamics
+from jaxsoa.systems.stewart.geometry import path_state
+from jaxsoa.systems.tether.coupling import rk4_step_dumbbell
+from jaxsoa.systems.tether.fem import TetherState, element_strain, element_tension, tether_params
+from jaxsoa.systems.tether.reels import tether_inputs
+from jaxsoa.topology.reconfigure import apply_configuration, design_arrays
+from jaxsoa.workflows.results import flatten, summarize, write_results
+from jaxsoa.workflows.sharding import initialize_distributed, sharded_map
 from sims import dual_arm_spacecraft as dual
 from sims import space_arm_7dof as arm
 from sims import stewart_gas
-from sims import tethered_robot as tr
 
 matplotlib.use("Agg")
 DT = 0.01                                  # s, RK4 step of every system
@@ -151,7 +151,7 @@ def dual_arm_simulator(steps):
         def step(state, t):                      # computed torque towards q_des = q₀ + a (1 − cos ωt), held over dt
             q, v, peak = state
             q_des, v_des, a_des = q_start + a * (1 - jnp.cos(w * t)), a * w * jnp.sin(w * t), a * w**2 * jnp.cos(w * t)
-            tau = jaxsoa.free_floating_computed_torque(model, q, v, q_des, v_des, a_des, kp, kd)
+            tau = jaxsoa.computed_torque_free_floating(model, q, v, q_des, v_des, a_des, kp, kd)
             q, v = jaxsoa.rk4_step(model, q, v, jnp.concatenate([jnp.zeros(6), tau]), DT)
             return (q, v, jnp.maximum(peak, jnp.abs(tau).max())), q
 
@@ -215,12 +215,12 @@ def tether_simulator(steps, l0=50.0, masses=(500.0, 50.0)):
 
         def step(state, k):
             x, peak = state
-            x = tr.dumbbell_rk4_step(params, k * TETHER_DT, x, inputs, orbit, lambda t, y: jnp.zeros(2), TETHER_DT)
+            x = rk4_step_dumbbell(params, orbit, k * TETHER_DT, x, inputs, lambda t, y: jnp.zeros(2), TETHER_DT)
             eps, eps_dot, _ = element_strain(params, x)
             return (x, jnp.maximum(peak, element_tension(params, eps, eps_dot).max())), None
 
         (x, peak), _ = jax.lax.scan(step, (x0, jnp.zeros_like(rate)), jnp.arange(steps, dtype=rate.dtype))
-        theta, _ = libration_angles(orbit, steps * TETHER_DT, x.r[-1] - x.r[0])
+        theta, _ = orb.libration_angles(orbit, steps * TETHER_DT, x.r[-1] - x.r[0])
         return {"peak_tension_mN": 1e3 * peak, "final_libration_deg": jnp.degrees(theta),
                 "final_length_m": x.s[1] - x.s[0]}
 
@@ -289,19 +289,17 @@ def plot_histograms(path, system: str, spec: SweepSystem, batch: dict, outputs: 
 
 def markdown(rows, throughput) -> str:
     head = ["system", "group", "output", "n", *STATS]
-    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
-    lines += ["| " + " | ".join(f"{r[h]:.4g}" if isinstance(r[h], float) else str(r[h]) for h in head) + " |"
-              for r in rows]
-    lines += ["", "| system | samples | steps | devices | chunk | wall s (compile included) | samples/s |",
-              "|---|---|---|---|---|---|---|"]
-    lines += [f"| {t['system']} | {t['count']} | {t['steps']} | {t['devices']} | {t['chunk']} | {t['wall_s']:.2f} | "
-              f"{t['samples_per_s']:.1f} |" for t in throughput]
-    return "\n".join(lines)
+    stats = markdown_table(head, ([f"{r[h]:.4g}" if isinstance(r[h], float) else r[h] for h in head] for r in rows))
+    speed = markdown_table(("system", "samples", "steps", "devices", "chunk", "wall s (compile included)", "samples/s"),
+                           ((t["system"], t["count"], t["steps"], t["devices"], t["chunk"], f"{t['wall_s']:.2f}",
+                             f"{t['samples_per_s']:.1f}") for t in throughput))
+    return f"{stats}\n\n{speed}"
 
 
 def run(out_dir, systems=("space_arm", "dual_arm"), count=512, chunk=256, steps=200, seed=0, progress=True):
     """Sweep each system of ``systems`` over ``count`` samples of ``steps`` RK4 steps, in chunks of
-    ``chunk`` samples over all devices; write the files (process 0) and return (rows, throughput)."""
+    ``chunk`` samples over all devices; write the files (process 0) and return (rows, throughput).
+    ``progress``: a bar per system on a terminal (none when stderr is not a TTY)."""
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
         raise ValueError(f"'system' {unknown[0]!r} is not one of {sorted(SYSTEMS)}")
@@ -315,7 +313,7 @@ def run(out_dir, systems=("space_arm", "dual_arm"), count=512, chunk=256, steps=
         batch = spec.sample(np.random.default_rng([seed, list(SYSTEMS).index(system)]), count)  # per-system stream
         fn = spec.simulator(steps)
         start = time.perf_counter()
-        outputs = sharded_map(fn, batch, chunk_size=chunk, progress=system if progress else False)
+        outputs = sharded_map(fn, batch, chunk_size=chunk, progress=progress and sys.stderr.isatty() and system)
         wall = time.perf_counter() - start
         throughput.append({"system": system, "count": count, "steps": steps, "devices": jax.device_count(),
                            "chunk": chunk, "wall_s": wall, "samples_per_s": count / wall})
@@ -331,17 +329,18 @@ def run(out_dir, systems=("space_arm", "dual_arm"), count=512, chunk=256, steps=
         (out_dir / "sweep_summary.md").write_text(table + "\n")
         (out_dir / "sweep_summary.json").write_text(json.dumps({"rows": rows, "throughput": throughput}, indent=1))
         print(table)
+        print(f"wrote {', '.join(f'sweep_{s}.npz, sweep_{s}.png' for s in systems)}, sweep_summary.md and "
+              f"sweep_summary.json under {out_dir.resolve()}")
     return rows, throughput
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(__doc__, "outputs/sweep", "folder for the results (default outputs/sweep)")
     p.add_argument("--system", nargs="+", default=["space_arm", "dual_arm"], choices=sorted(SYSTEMS))
     p.add_argument("--count", type=int, default=512, help="samples per system")
     p.add_argument("--chunk", type=int, default=256, help="samples per compiled call (rounded up to the devices)")
     p.add_argument("--steps", type=int, default=200, help=f"RK4 steps of dt = {DT} s per sample")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=pathlib.Path, default=pathlib.Path("outputs/sweep"))
     p.add_argument("--coordinator", help="multi-host: HOST:PORT of process 0 (jax.distributed.initialize)")
     p.add_argument("--num-processes", type=int, help="multi-host: number of processes")
     p.add_argument("--process-id", type=int, help="multi-host: this process's index")

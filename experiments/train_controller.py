@@ -11,7 +11,7 @@ Tasks (each a batch of parallel rollouts per training step; gradients flow throu
   Cost per step: |q − q*|² + 0.1 |q̇|² + 10 |log R₀ᵀR|² + 1e-8 |τ|².
 * `reconfigurable`: the planar dual-arm spacecraft (`sims/dual_arm_spacecraft.py`, fixed hub) in a random
   one of its three configurations per rollout — a different kinematic tree each, built inside the compiled
-  call by `jaxsoa.reconfigure.apply_configuration` — regulates its 6 joints to random targets. One policy
+  call by `jaxsoa.topology.reconfigure.apply_configuration` — regulates its 6 joints to random targets. One policy
   for every topology: the observation adds a one-hot of the configuration; |τ| ≤ 2000 N·m. Cost per
   step: |q − q*|² + 0.1 |q̇|² + 1e-8 |τ|².
 Dynamics: semi-implicit Euler (one ABA per step, dt = 0.03 s), float32. Policy: a plain-JAX MLP
@@ -25,7 +25,6 @@ same cost. Writes train_<task>.png (training curve; held-out joint error over ti
 policy_<task>.npz (the checkpoint), train_controller.json, and prints a table.
 """
 
-import argparse
 import dataclasses
 import json
 import pathlib
@@ -36,12 +35,13 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 import optax
-from tqdm import tqdm
 
 import jaxsoa
-from jaxsoa.floating import base_and_joint_dofs
-from jaxsoa.reconfigure import apply_configuration, design_arrays, reconfigurable_model
-from jaxsoa.rotation import log_so3, quat_to_rotation
+from experiments._common import command_parser, markdown_table
+from experiments._common import progress as progress_bar
+from jaxsoa.algorithms.free_floating import base_and_joint_dofs
+from jaxsoa.spatial.rotation import log_so3, quat_to_rotation
+from jaxsoa.topology.reconfigure import apply_configuration, design_arrays, reconfigurable_model
 from sims import dual_arm_spacecraft as dual
 from sims import space_arm_7dof as arm
 
@@ -86,7 +86,7 @@ def space_arm_task():
 
     def computed_torque(q, v, target, context, kp, kd):
         zero = jnp.zeros(7, F32)
-        return jaxsoa.free_floating_computed_torque(model, q, v, target, zero, zero, kp, kd)
+        return jaxsoa.computed_torque_free_floating(model, q, v, target, zero, zero, kp, kd)
 
     return Task("space_arm", 20, act, 1000.0, init, lambda context: model, observe, cost, computed_torque)
 
@@ -175,7 +175,7 @@ def train(task: Task, batch, iters, horizon, lr, seed, progress=True):
     optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(lr))
     value_and_grad = jax.jit(jax.value_and_grad(loss))
     params, state, losses, start = params0, optimizer.init(params0), [], time.perf_counter()
-    for i in tqdm(range(iters), desc=f"train {task.name}", disable=not progress):
+    for i in progress_bar(range(iters), progress, desc=f"train {task.name}"):
         keys = jax.random.split(jax.random.fold_in(key, i + 1), batch)
         value, grads = value_and_grad(params, keys)
         if not np.isfinite(float(value)):
@@ -233,18 +233,16 @@ def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=128, iters=120, ho
         plt.close(fig)
         summary[name] = {"losses": losses.tolist(), "seconds": seconds}
     (out_dir / "train_controller.json").write_text(json.dumps({"rows": rows, "training": summary}, indent=1))
-    print("| task | controller | held-out cost | final joint error [rad] | train s | rollouts/s |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['task']} | {r['controller']} | {r['held-out cost']:.4g} | {r['final joint error [rad]']:.3g} | "
-              f"{r['train s']:.0f} | {r['rollouts/s']:.0f} |")
+    print(markdown_table(("task", "controller", "held-out cost", "final joint error [rad]", "train s", "rollouts/s"),
+                         ((r["task"], r["controller"], f"{r['held-out cost']:.4g}",
+                           f"{r['final joint error [rad]']:.3g}", f"{r['train s']:.0f}", f"{r['rollouts/s']:.0f}")
+                          for r in rows)))
     print(f"wrote {out_dir}/train_*.png, policy_*.npz, train_controller.json")
     return rows
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs/train", help="output folder (default outputs/train)")
+    parser = command_parser(__doc__, "outputs/train", "output folder (default outputs/train)")
     parser.add_argument("--task", default="all", choices=[*TASKS, "all"], help="which task (default all)")
     parser.add_argument("--batch", type=int, default=128, help="parallel rollouts per training step (default 128)")
     parser.add_argument("--iters", type=int, default=120, help="training steps (default 120)")

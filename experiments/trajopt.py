@@ -22,7 +22,7 @@ mean squared joint acceleration. Gradients come from `jax.value_and_grad` throug
 optax's Adam takes the steps.
 
 Check by a second code path: the optimised joint motion is replayed through the *dynamics* — the
-torques from `free_floating_rnea` along the planned motion drive `free_floating_aba` in an RK4
+torques from `rnea_free_floating` along the planned motion drive `aba_free_floating` in an RK4
 rollout — and the hub attitude reached is compared with the kinematic prediction.
 
 Writes trajopt.png (hub attitude deviation and joint angles, naive vs optimised; loss curve),
@@ -40,11 +40,12 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 import optax
-from tqdm import tqdm
 
 import jaxsoa
-from jaxsoa.floating import base_and_joint_dofs, free_floating_rnea, hub_response
-from jaxsoa.rotation import log_so3, quat_to_rotation
+from experiments._common import command_parser, markdown_table
+from experiments._common import progress as progress_bar
+from jaxsoa.algorithms.free_floating import base_and_joint_dofs, hub_response, rnea_free_floating
+from jaxsoa.spatial.rotation import log_so3, quat_to_rotation
 from sims import space_arm_7dof as arm
 
 matplotlib.use("Agg")
@@ -120,7 +121,7 @@ def dynamic_replay(model, problem, coeffs):
 
     def control(t, q, v):
         _, _, qdd = joint_motion(problem, coeffs, t)
-        return jnp.zeros(model.nv, q.dtype).at[joint_dofs].set(free_floating_rnea(model, q, v, qdd).tau_joints)
+        return jnp.zeros(model.nv, q.dtype).at[joint_dofs].set(rnea_free_floating(model, q, v, qdd).tau_joints)
 
     qs, _ = jaxsoa.rollout(model, q0, jnp.zeros(model.nv, q0.dtype), control, dt, problem.steps,
                            control_at_stages=True)
@@ -135,7 +136,7 @@ def optimise(model, problem, iters, lr, progress=True):
     coeffs = jnp.zeros((7, problem.harmonics), model.joint_axis.dtype)
     state = optimizer.init(coeffs)
     losses, start = [], time.perf_counter()
-    for _ in tqdm(range(iters), desc="trajopt", disable=not progress):
+    for _ in progress_bar(range(iters), progress, desc="trajopt"):
         loss, grad = value_and_grad(coeffs)
         updates, state = optimizer.update(grad, state)
         coeffs = optax.apply_updates(coeffs, updates)
@@ -180,11 +181,10 @@ def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progr
     summary = {"rows": rows, "iters": iters, "seconds": seconds, "harmonics": harmonics, "steps": steps,
                "duration": duration, "loss_curve": losses.tolist()}
     (out_dir / "trajopt.json").write_text(json.dumps(summary, indent=1, default=float))
-    print("| plan | final hub deviation [deg] | max [deg] | loss | replayed through the dynamics: final [deg] "
-          "| max |replay − plan| [deg] |\n|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['plan']} | {r['final_deg']:.4g} | {r['max_deg']:.4g} | {r['loss']:.3g} | "
-              f"{r['replay_final_deg']:.4g} | {r['replay_minus_plan_deg']:.2g} |")
+    print(markdown_table(("plan", "final hub deviation [deg]", "max [deg]", "loss",
+                          "replayed through the dynamics: final [deg]", "max |replay − plan| [deg]"),
+                         ((r["plan"], f"{r['final_deg']:.4g}", f"{r['max_deg']:.4g}", f"{r['loss']:.3g}",
+                           f"{r['replay_final_deg']:.4g}", f"{r['replay_minus_plan_deg']:.2g}") for r in rows)))
     print(f"optimised in {seconds:.1f} s ({iters} Adam steps); wrote {out_dir / 'trajopt.png'}, trajopt.json")
     return rows
 
@@ -197,11 +197,10 @@ def main(argv=None):
         from experiments import trajopt_tether
 
         return trajopt_tether.main(rest)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(__doc__, "outputs/trajopt", "output folder (default outputs/trajopt)")
     parser.add_argument("--problem", choices=("arm", "tether"), default="arm",
                         help="arm: the free-floating arm (default); tether: the retrieval profile of "
                              "experiments.trajopt_tether (its options: python -m experiments.trajopt_tether --help)")
-    parser.add_argument("--out", default="outputs/trajopt", help="output folder (default outputs/trajopt)")
     parser.add_argument("--iters", type=int, default=150, help="Adam iterations (default 150)")
     parser.add_argument("--harmonics", type=int, default=3, help="cosine harmonics per joint (default 3)")
     parser.add_argument("--steps", type=int, default=200, help="rollout steps over the motion (default 200)")

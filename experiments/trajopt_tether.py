@@ -4,9 +4,9 @@ the least libration.
     python -m experiments.trajopt_tether [--out outputs/trajopt_tether] [--iters 60] [--harmonics 6]
                                          [--orbits 1.0] [--lr 0.02] [--l-start 1000] [--l-end 400]
 
-System: the reduced model of seed 001 (`sims/tethered_robot.py`'s `dumbbell_rk4_step`: two point masses
-joined by the jaxsoa tether FEM, `jaxsoa.reel.tether_dynamics`), a 500 kg platform holding the reel and a
-50 kg subsatellite, in a circular 7000 km orbit (gravity gradient of `jaxsoa.orbit` on every node and end
+System: the reduced model of seed 001 (`jaxsoa.systems.tether.coupling.rk4_step_dumbbell`: two point masses
+joined by the jaxsoa tether FEM, `jaxsoa.systems.tether.reels.tether_dynamics`), a 500 kg platform holding the reel
+and a 50 kg subsatellite, in a circular 7000 km orbit (gravity gradient of `jaxsoa.systems.orbit` on every node and end
 mass, non-rotating orbital frame). Tether: ρ = 10 g/m, EA = 3 N, α = 0.1 s, 4 lumped elements. EA is
 deliberately soft so that explicit RK4 stays affordable: the highest element frequency is
 ω ≈ 2 c n / l (c = √(EA/ρ) ≈ 17 m/s, n elements), 0.35 rad/s at 400 m; at 1 km the gravity-gradient
@@ -25,8 +25,8 @@ Why 400 m in one orbit: a faster retrieval swings the naive law over (1 km -> 25
 in-plane with a slack tether, and Adam then wanders into tether wrap-arounds), and 1 km -> 100 m at a
 safe rate takes ~3 orbits and ~9000 RK4 steps, beyond a 1-2 minute default (`--l-end 100 --orbits 3`).
 
-Libration of the chord d = r_M − r_P in LVLH (`jaxsoa.reel_control.libration_angles`): in-plane θ = atan2(d_y,
-d_x) from the local vertical in the orbit plane, out-of-plane φ = asin(d_z/|d|); rates by `jax.jvp` of
+Libration of the chord d = r_M − r_P in LVLH (`jaxsoa.systems.orbit.libration_angles`): in-plane
+θ = atan2(d_y, d_x) from the local vertical in the orbit plane, out-of-plane φ = asin(d_z/|d|); rates by `jax.jvp` of
 the same map. Loss: the final libration amplitude², θ² + (θ̇/√3n)² + φ² + (φ̇/2n)² at T (√3 n and 2 n:
 the small in-plane and out-of-plane libration frequencies, so each pair is an amplitude²), plus 1e-4 Σ c².
 Retrieval pumps libration: the Coriolis term 2 (l̇/l)(θ̇ + n) drives θ directly, while φ only feels the
@@ -39,7 +39,6 @@ Writes trajopt_tether.png (length, in-plane and out-of-plane libration and tensi
 optimised; loss curve), trajopt_tether.json and prints a table.
 """
 
-import argparse
 import dataclasses
 import json
 import pathlib
@@ -50,13 +49,14 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 import optax
-from tqdm import tqdm
 
-from jaxsoa import orbit as orb
-from jaxsoa.reel import tether_inputs
-from jaxsoa.reel_control import chord_libration
-from jaxsoa.tether import element_strain, element_tension, straight_state, tether_params
-from sims import tethered_robot as tr
+from experiments._common import markdown_table, run_command
+from experiments._common import progress as progress_bar
+from jaxsoa.systems import orbit as orb
+from jaxsoa.systems.tether.coupling import rk4_step_dumbbell
+from jaxsoa.systems.tether.fem import element_strain, element_tension, straight_state, tether_params
+from jaxsoa.systems.tether.reel_control import chord_libration
+from jaxsoa.systems.tether.reels import tether_inputs
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -154,7 +154,7 @@ def initial_state(problem: Problem):
 
 
 def libration(t, tether):
-    """(θ, φ, θ̇, φ̇) (4,) of the chord r_M − r_P (`jaxsoa.reel_control.chord_libration`)."""
+    """(θ, φ, θ̇, φ̇) (4,) of the chord r_M − r_P (`jaxsoa.systems.tether.reel_control.chord_libration`)."""
     return jnp.stack(chord_libration(ORBIT, t, tether))
 
 
@@ -176,7 +176,7 @@ def rollout(problem: Problem, coeffs, times):
 
     def step(x, t_pair):
         t, t_next = t_pair
-        x = tr.dumbbell_rk4_step(params, t, x, inputs, ORBIT, reel_accel, t_next - t)
+        x = rk4_step_dumbbell(params, ORBIT, t, x, inputs, reel_accel, t_next - t)
         return x, record(t_next, x)
 
     x0 = initial_state(problem)                                          # reel at rest: l̇(0) = 0 for every c
@@ -208,7 +208,7 @@ def optimise(problem: Problem, times, iters, lr, progress=True):
     coeffs = jnp.zeros(problem.harmonics, jnp.float64)
     state = optimizer.init(coeffs)
     losses, start = [], time.perf_counter()
-    for _ in tqdm(range(iters), desc="trajopt_tether", disable=not progress):
+    for _ in progress_bar(range(iters), progress, desc="trajopt_tether"):
         (loss, _), grad = value_and_grad(coeffs, times)
         updates, state = optimizer.update(grad, state)
         coeffs = optax.apply_updates(coeffs, updates)
@@ -245,13 +245,12 @@ def run(out_dir, iters=60, harmonics=6, orbits=1.0, lr=0.02, l_start=1000.0, l_e
     summary = {"rows": rows, "coeffs": np.asarray(coeffs).tolist(), "iters": iters, "seconds": seconds,
                "steps": len(dt), "problem": dataclasses.asdict(problem), "loss_curve": losses.tolist()}
     (out_dir / "trajopt_tether.json").write_text(json.dumps(summary, indent=1, default=float))
-    print("| law | final amplitude [deg] | θ [deg] | φ [deg] | θ̇/n | φ̇/n | max |θ| [deg] | tension min / max [N] "
-          "| l(T) − l₁ [m] | max ω dt |\n|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['law']} | {r['final_amplitude_deg']:.3g} | {r['theta_deg']:.3g} | {r['phi_deg']:.3g} | "
-              f"{r['theta_dot_over_n']:.3g} | {r['phi_dot_over_n']:.3g} | {r['max_abs_theta_deg']:.3g} | "
-              f"{r['min_tension_N']:.3g} / {r['max_tension_N']:.3g} | {r['final_length_error_m']:.2g} | "
-              f"{r['max_omega_dt']:.2f} |")
+    print(markdown_table(("law", "final amplitude [deg]", "θ [deg]", "φ [deg]", "θ̇/n", "φ̇/n", "max |θ| [deg]",
+                          "tension min / max [N]", "l(T) − l₁ [m]", "max ω dt"),
+                         ((r["law"], f"{r['final_amplitude_deg']:.3g}", f"{r['theta_deg']:.3g}", f"{r['phi_deg']:.3g}",
+                           f"{r['theta_dot_over_n']:.3g}", f"{r['phi_dot_over_n']:.3g}",
+                           f"{r['max_abs_theta_deg']:.3g}", f"{r['min_tension_N']:.3g} / {r['max_tension_N']:.3g}",
+                           f"{r['final_length_error_m']:.2g}", f"{r['max_omega_dt']:.2f}") for r in rows)))
     print(f"optimised in {seconds:.1f} s ({iters} Adam steps, {len(dt)} RK4 steps per rollout); "
           f"wrote {out_dir / 'trajopt_tether.png'}, trajopt_tether.json")
     return rows
@@ -279,17 +278,12 @@ def plot(path, curves, losses, seconds):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="outputs/trajopt_tether", help="output folder (default: that)")
-    parser.add_argument("--iters", type=int, default=60, help="Adam iterations (default 60)")
-    parser.add_argument("--harmonics", type=int, default=6, help="cosine harmonics K of log l (default 6)")
-    parser.add_argument("--orbits", type=float, default=1.0, help="retrieval time T in orbits (default 1)")
-    parser.add_argument("--lr", type=float, default=0.02, help="Adam learning rate (default 0.02)")
-    parser.add_argument("--l-start", type=float, default=1000.0, help="initial deployed length l₀ [m] (default 1000)")
-    parser.add_argument("--l-end", type=float, default=400.0, help="final deployed length l₁ [m] (default 400)")
-    args = parser.parse_args(argv)
     jax.config.update("jax_enable_x64", True)
-    run(args.out, args.iters, args.harmonics, args.orbits, args.lr, args.l_start, args.l_end)
+    run_command(run, __doc__, argv, "outputs/trajopt_tether", ("--iters", 60, "Adam iterations"),
+                ("--harmonics", 6, "cosine harmonics K of log l"), ("--orbits", 1.0, "retrieval time T in orbits"),
+                ("--lr", 0.02, "Adam learning rate"), ("--l-start", 1000.0, "initial deployed length l₀ [m]"),
+                ("--l-end", 400.0, "final deployed length l₁ [m]"),
+                out_help="output folder (default outputs/trajopt_tether)")
 
 
 if __name__ == "__main__":

@@ -1,36 +1,32 @@
-"""jaxsoa: GPU-batched, differentiable multibody dynamics with a traced topology."""
+"""jaxsoa: GPU-batched, differentiable multibody dynamics with a traced topology.
 
-from jaxsoa.build import build_model
-from jaxsoa.configuration import configuration_derivative, integrate, neutral, random_configuration
-from jaxsoa.constrained_dynamics import (
-    constrained_forward_dynamics,
-    constrained_inverse_dynamics,
-    constrained_rollout,
-    project_state,
-    project_velocity,
+The top level holds the core engine names; each layer is also a namespace (`jaxsoa.spatial`,
+`jaxsoa.multibody`, `jaxsoa.algorithms`, `jaxsoa.constraints`, `jaxsoa.topology`,
+`jaxsoa.integrators`, `jaxsoa.systems`, `jaxsoa.workflows`, `jaxsoa.io`); the layers and the import
+rule are in docs/architecture.md.
+"""
+
+from jaxsoa import (
+    algorithms,
+    constraints,
+    integrators,
+    io,
+    multibody,
+    spatial,
+    systems,
+    topology,
+    workflows,
 )
-from jaxsoa.constraints import (
-    LoopClosure,
-    check_closure,
-    constraint_bias,
-    constraint_error,
-    constraint_jacobian,
-    diagnose_closure,
-    loop_closure,
-    stack_closures,
-)
-from jaxsoa.control import computed_torque, critically_damped_gains, free_floating_computed_torque
-from jaxsoa.floating import (
-    free_floating_aba,
-    free_floating_rnea,
+from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, generalized_gravity, nonlinear_effects, rnea
+from jaxsoa.algorithms.free_floating import (
+    aba_free_floating,
+    rnea_free_floating,
     from_virtual_base_state,
     generalized_jacobian,
     to_virtual_base_state,
     with_virtual_base,
 )
-from jaxsoa.integrators import ode_rk4_step, rk4_step, rollout, semi_implicit_euler_step
-from jaxsoa.io.urdf import load_urdf
-from jaxsoa.kinematics import (
+from jaxsoa.algorithms.kinematics import (
     center_of_mass,
     centroidal_momentum,
     forward_kinematics,
@@ -40,8 +36,7 @@ from jaxsoa.kinematics import (
     link_velocities,
     spatial_momentum,
 )
-from jaxsoa.model import Model
-from jaxsoa.operators import (
+from jaxsoa.algorithms.operators import (
     forward_dynamics_innovations,
     forward_dynamics_operator,
     inverse_dynamics_operator,
@@ -49,29 +44,40 @@ from jaxsoa.operators import (
     transfer_operator,
     transfer_operator_virtual,
 )
-from jaxsoa.recursive import aba, composite_inertias, crba, generalized_gravity, nonlinear_effects, rnea
-from jaxsoa.reel import (
-    EndCoupling,
-    TetherInputs,
-    end_coupling,
-    energy_rates,
-    system_energy,
-    system_momentum,
-    tether_dynamics,
-    tether_inputs,
+from jaxsoa.constraints.closure import (
+    LoopClosure,
+    check_closure,
+    constraint_bias,
+    constraint_error,
+    constraint_jacobian,
+    diagnose_closure,
+    loop_closure,
+    stack_closures,
 )
-from jaxsoa.tether import TetherParams, TetherState, straight_state, tether_params
-from jaxsoa.topology import topology_from_configuration, topology_from_configuration_traced
-from jaxsoa.traversal import path_matrix, tree_traversal
+from jaxsoa.constraints.dynamics import (
+    forward_dynamics_constrained,
+    inverse_dynamics_constrained,
+    project_state,
+    project_velocity,
+)
+from jaxsoa.integrators.rollout import Trajectory, rollout, rollout_constrained, rollout_switching
+from jaxsoa.integrators.steps import ode_rk4_step, rk4_step, semi_implicit_euler_step
+from jaxsoa.io.urdf import load_urdf
+from jaxsoa.multibody.build import build_model
+from jaxsoa.multibody.config_space import configuration_derivative, integrate, neutral, random_configuration
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.traversal import path_matrix, tree_traversal
+from jaxsoa.topology.configuration_parameters import topology_from_configuration, topology_from_configuration_traced
+from jaxsoa.workflows.control import computed_torque, critically_damped_gains, computed_torque_free_floating
 
 __all__ = [
-    "EndCoupling",
+    "JointType",
     "LoopClosure",
     "Model",
-    "TetherInputs",
-    "TetherParams",
-    "TetherState",
+    "Trajectory",
     "aba",
+    "algorithms",
     "build_model",
     "center_of_mass",
     "centroidal_momentum",
@@ -79,35 +85,36 @@ __all__ = [
     "composite_inertias",
     "computed_torque",
     "configuration_derivative",
-    "constrained_forward_dynamics",
-    "constrained_inverse_dynamics",
-    "constrained_rollout",
+    "forward_dynamics_constrained",
+    "inverse_dynamics_constrained",
     "constraint_bias",
     "constraint_error",
     "constraint_jacobian",
+    "constraints",
     "crba",
     "critically_damped_gains",
     "diagnose_closure",
-    "end_coupling",
-    "energy_rates",
     "forward_dynamics_innovations",
     "forward_dynamics_operator",
     "forward_kinematics",
     "frame_jacobian",
-    "free_floating_aba",
-    "free_floating_computed_torque",
-    "free_floating_rnea",
+    "aba_free_floating",
+    "computed_torque_free_floating",
+    "rnea_free_floating",
     "from_virtual_base_state",
     "generalized_gravity",
     "generalized_jacobian",
     "integrate",
+    "integrators",
     "inverse_dynamics_operator",
+    "io",
     "joint_jacobians",
     "link_accelerations",
     "link_velocities",
     "load_urdf",
     "loop_closure",
     "mass_matrix_operator",
+    "multibody",
     "neutral",
     "nonlinear_effects",
     "ode_rk4_step",
@@ -118,20 +125,20 @@ __all__ = [
     "rk4_step",
     "rnea",
     "rollout",
+    "rollout_constrained",
+    "rollout_switching",
     "semi_implicit_euler_step",
+    "spatial",
     "spatial_momentum",
     "stack_closures",
-    "straight_state",
-    "system_energy",
-    "system_momentum",
-    "tether_dynamics",
-    "tether_inputs",
-    "tether_params",
+    "systems",
     "to_virtual_base_state",
+    "topology",
     "topology_from_configuration",
     "topology_from_configuration_traced",
     "transfer_operator",
     "transfer_operator_virtual",
     "tree_traversal",
     "with_virtual_base",
+    "workflows",
 ]

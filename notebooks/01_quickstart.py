@@ -14,9 +14,6 @@
 # topologies* in one compiled call.
 
 # %%
-import pathlib
-import sysconfig
-
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -25,9 +22,9 @@ import numpy as np  # noqa: E402
 import pinocchio as pin  # noqa: E402
 
 import jaxsoa  # noqa: E402
+from jaxsoa.io import example_robot_urdf  # noqa: E402
 
-robots = pathlib.Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
-urdf = str(robots / "panda_description/urdf/panda.urdf")
+urdf = str(example_robot_urdf("panda"))          # example-robot-data's Franka Panda (pip install example-robot-data)
 model = jaxsoa.load_urdf(urdf, dtype=jnp.float64)
 print(model.nq, model.nv, model.joint_names)
 
@@ -62,8 +59,9 @@ print(qdd_batch.shape)
 # %%
 def four_links(parent):
     n = len(parent)
-    return jaxsoa.build_model(parent, [1] * n, [[0, 0, 1.0]] * n, [np.eye(3)] * n, [[0.5, 0, 0]] * n,
-                              [1.0] * n, [[0.25, 0, 0]] * n, [np.eye(3) * 0.01] * n, dtype=jnp.float64)
+    return jaxsoa.build_model(parent, [jaxsoa.JointType.REVOLUTE] * n, [[0, 0, 1.0]] * n, [np.eye(3)] * n,
+                              [[0.5, 0, 0]] * n, [1.0] * n, [[0.25, 0, 0]] * n, [np.eye(3) * 0.01] * n,
+                              dtype=jnp.float64)
 
 models = [four_links(p) for p in ([-1, 0, 1, 2], [-1, 0, 0, 1], [1, -1, 1, 0])]
 stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *models)

@@ -12,8 +12,8 @@
 # # Variable topology and the path matrix
 # The seed-000 dual-arm spacecraft (`sims/dual_arm_spacecraft.py`): a hub with two 3-link arms whose
 # links can be re-docked. Each link lists, per interface, the ID of the link attached there
-# (*configuration parameters*). From these, `jaxsoa.topology` derives the parent array, the
-# incidence matrix S and the path matrix P; `jaxsoa.reconfigure` turns them into a `Model`, and
+# (*configuration parameters*). From these, `jaxsoa.topology.configuration_parameters` derives the parent array, the
+# incidence matrix S and the path matrix P; `jaxsoa.topology.reconfigure` turns them into a `Model`, and
 # because the topology is data a batch of *different* configurations runs in one compiled call.
 
 # %%
@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxsoa  # noqa: E402
-from jaxsoa import reconfigure  # noqa: E402
+from jaxsoa.topology import reconfigure  # noqa: E402
 from sims import dual_arm_spacecraft as dual  # noqa: E402
 
 print(dual.describe())

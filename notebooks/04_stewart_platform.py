@@ -11,8 +11,8 @@
 # %% [markdown]
 # # The gas-assisted Stewart platform
 # Seed 004: six electric cylinders (legs 0–5) and three passive gas springs (legs 6–8) carry a 12 t
-# payload (`sims/stewart_gas.py`). Inverse kinematics and the 9×6 Jacobian are in `jaxsoa.stewart`,
-# Kane's inverse dynamics and the gas springs in `jaxsoa.stewart_dynamics`. The platform twist is
+# payload (`sims/stewart_gas.py`). Inverse kinematics and the 9×6 Jacobian are in `jaxsoa.systems.stewart.geometry`,
+# Kane's inverse dynamics and the gas springs in `jaxsoa.systems.stewart.dynamics`. The platform twist is
 # u = [v_P; ω_P] (linear first, as in the seed; world frame).
 
 # %%
@@ -23,12 +23,13 @@ import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxsoa import stewart, stewart_dynamics  # noqa: E402
+from jaxsoa.systems.stewart import dynamics as stewart_dynamics  # noqa: E402
+from jaxsoa.systems.stewart import geometry as stewart  # noqa: E402
 from sims import stewart_gas  # noqa: E402
 
 with_gas = stewart_gas.build("individual")   # one tank per gas cylinder
 vented = stewart_gas.build("none")           # same platform, gas vented
-print("home pose t =", stewart_gas.HOME, " platform + payload mass:", float(with_gas.platform_mass), "kg")
+print("home pose p =", stewart_gas.HOME, " platform + payload mass:", float(with_gas.platform_mass), "kg")
 print("electric leg stroke [m]:", float(with_gas.stroke_min[0]), "…", float(with_gas.stroke_max[0]))
 
 # %% [markdown]
@@ -44,12 +45,12 @@ profile = stewart_gas.sine_profile()
 
 @jax.jit
 def kinematics(time):
-    t, R, u, udot = stewart.path_state(profile, time)
-    legs = stewart.leg_motion(with_gas, t, R, u, udot)
-    J = stewart.jacobian(with_gas, t, R)
+    p, R, u, udot = stewart.path_state(profile, time)
+    legs = stewart.leg_motion(with_gas, p, R, u, udot)
+    J = stewart.jacobian(with_gas, p, R)
     lengths_along_path = lambda s: stewart.leg_lengths(with_gas, *profile(s))[2]   # noqa: E731
     _, rate_autodiff = jax.jvp(lengths_along_path, (time,), (jnp.ones_like(time),))
-    return legs, J, u, rate_autodiff, stewart.pose_status(with_gas, t, R)
+    return legs, J, u, rate_autodiff, stewart.pose_status(with_gas, p, R)
 
 
 legs, J, u, rate_autodiff, status = kinematics(jnp.asarray(0.7))
@@ -81,10 +82,10 @@ print("gas forces [kN]:", np.asarray(static_gas.gas.force / 1e3).round(2))
 @jax.jit
 @jax.vmap
 def forces_along_path(time):
-    t, R, u, udot = stewart.path_state(profile, time)
-    return (stewart_dynamics.inverse_dynamics(with_gas, t, R, u, udot),
-            stewart_dynamics.inverse_dynamics(vented, t, R, u, udot).force,
-            stewart_dynamics.light_leg_inverse_dynamics(with_gas, t, R, u, udot).force)
+    p, R, u, udot = stewart.path_state(profile, time)
+    return (stewart_dynamics.inverse_dynamics(with_gas, p, R, u, udot),
+            stewart_dynamics.inverse_dynamics(vented, p, R, u, udot).force,
+            stewart_dynamics.inverse_dynamics_light_leg(with_gas, p, R, u, udot).force)
 
 
 times = jnp.linspace(0.0, 5.0, 400)

@@ -11,8 +11,8 @@
 # %% [markdown]
 # # Inertial parameter identification
 # Inverse dynamics is linear in the inertial parameters: τ = Y(q, v, q̈) θ, with θ (n, 10) per link
-# [m, m c, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz] about the link frame (`jaxsoa.regressor`, Pinocchio's
-# order). Only combinations of θ (the *base parameters*) are identifiable; `jaxsoa.identify` finds them,
+# [m, m c, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz] about the link frame (`jaxsoa.algorithms.regressor`, Pinocchio's
+# order). Only combinations of θ (the *base parameters*) are identifiable; `jaxsoa.workflows.identification` finds them,
 # fits them by least squares, and fits a physically consistent θ by gradient descent in a
 # log-Cholesky parametrisation (every iterate is a real body). A tiny 3-link arm with gravity.
 
@@ -25,10 +25,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxsoa  # noqa: E402
-from jaxsoa import identify, regressor  # noqa: E402
+from jaxsoa.algorithms import regressor  # noqa: E402
+from jaxsoa.workflows import identification as identify  # noqa: E402
 
 model = jaxsoa.build_model(
-    parent=[-1, 0, 1], joint_types=[1, 1, 1], joint_axis=[[0, 0, 1.0], [0, 1.0, 0], [0, 1.0, 0]],
+    parent=[-1, 0, 1], joint_types=[jaxsoa.JointType.REVOLUTE] * 3,
+    joint_axis=[[0, 0, 1.0], [0, 1.0, 0], [0, 1.0, 0]],
     placement_rotation=[np.eye(3)] * 3, placement_translation=[[0, 0, 0.1], [0, 0, 0.3], [0.5, 0, 0]],
     mass=[3.0, 2.0, 1.0], com=[[0.0, 0.01, 0.15], [0.25, 0.0, 0.02], [0.2, 0.01, 0.0]],
     inertia_com=[np.diag([0.03, 0.03, 0.01]), np.diag([0.005, 0.04, 0.04]), np.diag([0.002, 0.02, 0.02])],

@@ -11,9 +11,9 @@
 # %% [markdown]
 # # Closed loops: a four-bar linkage
 # A loop is cut at one joint into a tree (`build_model`), and the cut joint becomes a constraint between
-# a frame on each side (`loop_closure`, `jaxsoa.constraints`). The constrained dynamics
+# a frame on each side (`loop_closure`, `jaxsoa.constraints.closure`). The constrained dynamics
 # M q̈ + C = τ + G_cᵀ λ with G_c q̈ = −Ġ_c q̇ (optionally Baumgarte-stabilised) is solved by
-# `constrained_forward_dynamics` (`jaxsoa.constrained_dynamics`).
+# `forward_dynamics_constrained` (`jaxsoa.constraints.dynamics`).
 
 # %%
 import jax
@@ -30,7 +30,8 @@ import jaxsoa  # noqa: E402
 lengths, masses = np.array([0.4, 1.0, 0.8]), np.array([1.0, 2.0, 1.5])
 rod = [np.diag([m * L**2 / 12 * 0.01, m * L**2 / 12, m * L**2 / 12]) for m, L in zip(masses, lengths, strict=True)]
 model = jaxsoa.build_model(
-    parent=[-1, 0, 1], joint_types=[1, 1, 1], joint_axis=[[0, 0, 1.0]] * 3, placement_rotation=[np.eye(3)] * 3,
+    parent=[-1, 0, 1], joint_types=[jaxsoa.JointType.REVOLUTE] * 3, joint_axis=[[0, 0, 1.0]] * 3,
+    placement_rotation=[np.eye(3)] * 3,
     placement_translation=[[0, 0, 0], [lengths[0], 0, 0], [lengths[1], 0, 0]], mass=masses,
     com=[[L / 2, 0, 0] for L in lengths], inertia_com=rod, gravity=(0.0, -9.81, 0.0), dtype=jnp.float64)
 closure = jaxsoa.loop_closure(-1, 2, (np.eye(3), [1.0, 0, 0]), (np.eye(3), [lengths[2], 0, 0]), "revolute",
@@ -67,8 +68,8 @@ print("q0 =", np.asarray(q0).round(4), " v0 =", np.asarray(v0).round(4))
 # %%
 @jax.jit
 def dynamics(q, v, tau):
-    qdd, lam = jaxsoa.constrained_forward_dynamics(model, q, v, tau, closure, method="recursive")
-    qdd_dense, lam_dense = jaxsoa.constrained_forward_dynamics(model, q, v, tau, closure, method="dense")
+    qdd, lam = jaxsoa.forward_dynamics_constrained(model, q, v, tau, closure, method="recursive")
+    qdd_dense, lam_dense = jaxsoa.forward_dynamics_constrained(model, q, v, tau, closure, method="dense")
     residual = jaxsoa.constraint_jacobian(model, q, closure) @ qdd + jaxsoa.constraint_bias(model, q, v, closure)
     return qdd, lam, qdd_dense, lam_dense, residual
 
@@ -83,14 +84,14 @@ print("max |G q̈ + Ġ q̇| =", float(jnp.abs(residual).max()))
 # ## Drift with and without Baumgarte stabilisation
 # The closed-loop equations keep the *acceleration* of the cut at zero; integration errors still let the
 # position drift. Baumgarte's terms −2α G q̇ − β² e pull it back. The gains are traced, so one compiled
-# `constrained_rollout` (RK4 in a `lax.scan`) serves both runs.
+# `rollout_constrained` (RK4 in a `lax.scan`) serves both runs.
 
 # %%
 DT, N_STEPS = 2e-3, 1000                     # 2 s, unforced
 
 
-rollout = jax.jit(lambda alpha, beta: jaxsoa.constrained_rollout(
-    model, q0, v0, lambda t, q, v: jnp.zeros(3), DT, N_STEPS, closure, baumgarte=(alpha, beta), impact=False))
+rollout = jax.jit(lambda alpha, beta: jaxsoa.rollout_constrained(
+    model, closure, q0, v0, lambda t, q, v: jnp.zeros(3), DT, N_STEPS, baumgarte=(alpha, beta), impact=False))
 
 
 @jax.jit

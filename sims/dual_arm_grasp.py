@@ -4,16 +4,16 @@ with BOTH arm tips grasping one target object, link ID 8 (s = 8, virtual joint p
 
 Configuration parameters (`CONFIGURATION`, row = link ID − 1): hub [9, 2, 5]; arm links [inboard
 neighbour, outboard neighbour, 0]; the tips' E ends point to the object (ID 4 → 8, ID 7 → 8) and the
-object's two grasp interfaces point back [4, 7, 0]. The traversal (`jaxsoa.topology`) reaches the
-object first from arm 1's tip (the lower storage index), so the tree is hub–arm 1–object and
+object's two grasp interfaces point back [4, 7, 0]. The traversal (`jaxsoa.topology.configuration_parameters`)
+reaches the object first from arm 1's tip (the lower storage index), so the tree is hub–arm 1–object and
 hub–arm 2, and the loop is cut between arm 2's tip (ID 7, interface 1) and the object (ID 8,
 interface 1). The seed cuts "between link 3 and link 8" with its own (lost) numbering; here too the
 target is link 8 and the cut sits at a grasp.
 
 Grasp joints. A grasp holds the object rigidly (the seed's 夾持, clamping), so both grasps are
 *welds*: the object is welded to arm 1's tip as the FIXED inboard joint of link 8, and the cut at arm 2's
-tip is a planar weld (code 3 of `jaxsoa.topology.CUT_JOINT_TYPES`: the relative rotation about z and
-the in-plane translation are constrained; the other three directions vanish identically for this
+tip is a planar weld (code 3 of `jaxsoa.topology.configuration_parameters.CUT_JOINT_TYPES`: the relative rotation
+about z and the in-plane translation are constrained; the other three directions vanish identically for this
 planar mechanism, so they are not constrained). The closed chain of six revolute joints then has
 6 − 3 = 3 degrees of freedom.
 
@@ -35,10 +35,10 @@ Seed test (§4.3, Fig. 14): all joints at −45°, zero velocity; five joints ge
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsoa import joints
-from jaxsoa.loops import closure_from_topology, cut_interfaces
-from jaxsoa.reconfigure import LinkDesign, reconfigurable_model
-from jaxsoa.topology import topology_from_configuration
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.topology.configuration_parameters import topology_from_configuration
+from jaxsoa.topology.cuts import closure_from_topology, cut_interfaces
+from jaxsoa.topology.reconfigure import LinkDesign, reconfigurable_model
 from sims import dual_arm_spacecraft as sc
 
 OBJECT_MASS, OBJECT_J0 = 40.0, 0.5
@@ -93,7 +93,7 @@ def design() -> LinkDesign:
     return LinkDesign(np.concatenate([base.interface_rotation, R_obj]),
                       np.concatenate([base.interface_translation, p_obj]),
                       np.append(base.mass, mass), np.concatenate([base.com, com[None]]),
-                      np.concatenate([base.inertia_com, J[None]]), (*base.joint_types, joints.FIXED),
+                      np.concatenate([base.inertia_com, J[None]]), (*base.joint_types, JointType.FIXED),
                       link_names=(*base.link_names, "target"))
 
 

@@ -1,5 +1,5 @@
 """The seed-000 dual-arm spacecraft: a hub (link ID 1) with two 3-link arms (arm 1 = IDs 2, 3, 4,
-arm 2 = IDs 5, 6, 7), described by configuration parameters (jaxsoa.reconfigure, design/soa.md §4, §6).
+arm 2 = IDs 5, 6, 7), described by configuration parameters (jaxsoa.topology.reconfigure, design/soa.md §4, §6).
 
 The seed's Table 1 was lost; the values below are chosen (plausible for a small servicer) and are the
 only source of the design. Planar by default: the hub is fixed (seed §4.1) and every arm joint is
@@ -13,7 +13,7 @@ Arm links: interface 0 (the link's "S" end) at the design origin, interface 1 ("
 (L, 0, 0), both frames parallel to the design frame (``TILT`` = 0). Centres of mass sit off the
 middle (motor at the S end) and off the axis; inertia about the com in the design frame, with
 products Ixy. Reversed links (inboard joint at E, configuration 3) use com − (L, 0, 0) and the same
-rotational inertia (`jaxsoa.reconfigure.interface_inertias`).
+rotational inertia (`jaxsoa.topology.reconfigure.interface_inertias`).
 
 | ID | link      | arm | L [m] | m [kg] | com x, y, z [m]    | Ixx   | Iyy  | Izz  | Ixy [kg m²] |
 |----|-----------|-----|-------|--------|--------------------|-------|------|------|-------------|
@@ -24,7 +24,8 @@ rotational inertia (`jaxsoa.reconfigure.interface_inertias`).
 | 6  | arm2_link2| 2   | 1.3   | 22     | 0.50, 0.03, 0.00   | 0.20  | 3.20 | 3.25 | 0.03        |
 | 7  | arm2_link3| 2   | 1.1   | 10     | 0.40, −0.01, 0.01  | 0.07  | 1.00 | 1.02 | −0.01       |
 
-Configurations (interface pointers per link ID 1..7, `CONFIGURATIONS`; hand-derived P in tests/test_topology.py):
+Configurations (interface pointers per link ID 1..7, `CONFIGURATIONS`; hand-derived P in
+tests/topology/test_configuration_parameters.py):
 1 basic; 2 link ID 2 moved from arm 1 to the E end of arm 2 (seed Figs. 3a/9a); 3 arm 1 attached by
 its tip (E end of ID 4) to the E end of arm 2: one 6-link chain hub-5-6-7-4-3-2 (Figs. 3b/9b).
 
@@ -35,9 +36,9 @@ is tilted by ``TILT_3D`` about x, so the joint axes leave the plane.
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from jaxsoa import joints
-from jaxsoa.reconfigure import LinkDesign, reconfigurable_model
-from jaxsoa.topology import topology_from_configuration
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.topology.configuration_parameters import topology_from_configuration
+from jaxsoa.topology.reconfigure import LinkDesign, reconfigurable_model
 
 HUB_MASS, HUB_EDGE = 1000.0, 2.0
 HUB_MOUNTS = [(0.0, (0.0, 0.0, 0.0)), (0.0, (1.0, 0.0, 0.0)), (np.pi, (-1.0, 0.0, 0.0))]  # (z angle, position)
@@ -89,7 +90,7 @@ def design(floating=False) -> LinkDesign:
     mass = np.array([HUB_MASS] + [LINKS[k][2] for k in range(2, 8)])
     com = np.array([(0.0, 0.0, 0.0)] + [LINKS[k][3] for k in range(2, 8)])
     inertia = np.array([hub_i * np.eye(3)] + [link_inertia(*LINKS[k][4]) for k in range(2, 8)])
-    types = ((joints.FREE if floating else joints.FIXED),) + (joints.REVOLUTE,) * 6
+    types = ((JointType.FREE if floating else JointType.FIXED),) + (JointType.REVOLUTE,) * 6
     names = ("hub", *(LINKS[k][0] for k in range(2, 8)))
     return LinkDesign(R, p, mass, com, inertia, types, link_names=names)
 

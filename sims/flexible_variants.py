@@ -1,4 +1,4 @@
-"""Flexible-link variants of the two reference systems (jaxsoa.flexible, docs/flexible.md), built
+"""Flexible-link variants of the two reference systems (jaxsoa.systems.flexible.rfem, docs/flexible.md), built
 from the rigid models of sims/dual_arm_spacecraft.py and sims/space_arm_7dof.py without editing them.
 
 Each flexible link keeps its rigid twin's length and mass, spread uniformly (ρA = m / L) over an
@@ -12,13 +12,13 @@ clamped frequency ω₁ = 1.8751² √(EI / (ρA L⁴)) is low enough to matter:
 | 7-DOF space arm | lower boom (elbow to wrist) | 2.0e5 | 35 / 1.5 | 145 | yz |
 
 `dual_arm_flexible(configuration=1, n_segments=3, floating=False)` and
-`space_arm_flexible_boom(n_segments=4, floating=True)` return `jaxsoa.flexible.FlexibleModel`s;
+`space_arm_flexible_boom(n_segments=4, floating=True)` return `jaxsoa.systems.flexible.rfem.FlexibleModel`s;
 `clamped_frequencies(...)` gives each beam's Euler–Bernoulli ω₁ for the table.
 """
 
 import numpy as np
 
-from jaxsoa.flexible import Beam, flexible_model, tree_from_model
+from jaxsoa.systems.flexible.rfem import Beam, flexible_model, tree_from_model
 from sims import dual_arm_spacecraft as dual_arm
 from sims import space_arm_7dof as space_arm
 

@@ -2,13 +2,13 @@
 carrying a 12 t turret-like payload (the seed's reference system, Moog's turret test platform,
 carried dynamic loads up to 235.2 kN = 12 t × 2 g).
 
-Geometry (seed §1, `jaxsoa.stewart.seed_points`), metres:
+Geometry (seed §1, `jaxsoa.systems.stewart.geometry.seed_points`), metres:
 | circle | radius | short edge | gas radius | centre |
 |---|---|---|---|---|
 | platform (A) | r_A = 1.2 | d_A = 0.3 | r_PA = 0.9 | O_1 = (0, 0, −0.2) in {L}: O_L 0.2 m above the joints |
 | base (B) | r_B = 1.8 | d_B = 2.6 | r_PB = 0.9 | O = (0, 0, 0) in {W} |
 
-Mid (home) pose t = (0, 0, 1.6) m, R = I: electric legs 1.81 m, gas legs vertical, 1.40 m.
+Mid (home) pose p = (0, 0, 1.6) m, R = I: electric legs 1.81 m, gas legs vertical, 1.40 m.
 Stroke: every leg ±0.45 m about its mid length.
 
 | body | mass [kg] | centre of mass | inertia about the centre [kg m²] |
@@ -25,7 +25,7 @@ Gas springs: bore 0.32 m (A_P = 0.0804 m²), gas column 0.60 m in each barrel at
 weight. (The tank volume × precharge sweep of experiments/reproduce_seed004.py finds, for the sine
 profile, an optimum near 0.01 m³ and 0.49 MPa: a stiffer spring partly cancels the heave inertia.)
 
-Motion profiles (`pose_path(s) -> (t, R)`, `R = Rz(yaw) Ry(pitch) Rx(roll)` about the mid pose):
+Motion profiles (`pose_path(s) -> (p, R)`, `R = Rz(yaw) Ry(pitch) Rx(roll)` about the mid pose):
 `sine_profile()` heave 0.15 m at 0.5 Hz, pitch 6° at 0.4 Hz, roll 5° at 0.3 Hz;
 `random_profile(seed)` band-limited noise (24 random-phase sinusoids per axis, 0.1-1 Hz, flat
 spectrum), 0.03 m RMS surge and sway, 0.04 m RMS heave, 1.5° RMS per rotation.
@@ -34,8 +34,8 @@ spectrum), 0.03 m RMS surge and sway, 0.04 m RMS heave, 1.5° RMS per rotation.
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsoa.rotation import exp_so3
-from jaxsoa.stewart import build_stewart, seed_points
+from jaxsoa.spatial.rotation import exp_so3
+from jaxsoa.systems.stewart.geometry import build_stewart, seed_points
 
 HOME = (0.0, 0.0, 1.6)
 STROKE = 0.45

@@ -4,8 +4,6 @@ Every accuracy test runs in float64; tolerances are stated where they are assert
 """
 
 import os
-import pathlib
-import sysconfig
 
 # XLA's new CPU fusion emitters (JAX >= 0.10) compile our scans about twice as slowly and run
 # them slower (docs/benchmarks.md); results are identical. Set before JAX starts.
@@ -22,22 +20,7 @@ import pytest  # noqa: E402
 
 import jaxsoa  # noqa: E402
 
-
-def robots_dir() -> pathlib.Path:
-    """Where example-robot-data installs its URDFs (a cmeel package, under site-packages)."""
-    for key in ("purelib", "platlib"):
-        path = pathlib.Path(sysconfig.get_paths()[key]) / "cmeel.prefix/share/example-robot-data/robots"
-        if path.is_dir():
-            return path
-    raise RuntimeError("example-robot-data is not installed: pip install -e '.[dev]'")
-
-
-ROBOTS = {
-    # name: (path below robots_dir(), floating base)
-    "panda": ("panda_description/urdf/panda.urdf", False),
-    "ur5": ("ur_description/urdf/ur5_robot.urdf", False),
-    "solo12": ("solo_description/robots/solo12.urdf", True),
-}
+TEST_ROBOTS = ("panda", "ur5", "solo12")        # the reference robots: keys of jaxsoa.io.ROBOTS
 
 
 @pytest.fixture(scope="session")
@@ -46,8 +29,8 @@ def robot_models():
     import pinocchio as pin
 
     out = {}
-    for name, (rel, floating) in ROBOTS.items():
-        path = str(robots_dir() / rel)
+    for name in TEST_ROBOTS:
+        path, floating = str(jaxsoa.io.example_robot_urdf(name)), jaxsoa.io.ROBOTS[name][1]
         model = jaxsoa.load_urdf(path, floating_base=floating, dtype=jnp.float64)
         pin_model = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if floating \
             else pin.buildModelFromUrdf(path)

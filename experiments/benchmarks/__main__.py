@@ -1,8 +1,8 @@
-"""The whole benchmark suite in one command, with the ratio table against the targets of
-shared/design/performance.md.
+"""The whole benchmark suite in one command, with the ratio table against its targets (the target
+table of docs/benchmarks.md).
 
     python -m experiments.benchmarks [--quick] [--only core scaling ...] [--results DIR]
-    jaxsoa bench [same options]
+    python -m experiments bench [same options]
 
 Parts (each is also its own command, `python -m experiments.benchmarks.bench_NAME --help`):
   core       (a) rnea, aba, crba on the Panda, Solo-12 and Talos, float32 and float64, against Pinocchio's
@@ -119,7 +119,7 @@ def target_rows(results):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    prog = None if sys.argv[0].startswith("jaxsoa") else "python -m experiments.benchmarks"
+    prog = None if sys.argv[0].startswith("python -m experiments ") else "python -m experiments.benchmarks"
     p = argparse.ArgumentParser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke test of every part (a few minutes on 2 cores)")
@@ -149,7 +149,7 @@ def main(argv=None):
             failed.append(f"{name} (exit status {done.returncode})")
     rows = target_rows(results)
     table = bc.md_table(["target", "measured", "goal", "met"], rows)
-    print(f"\n# Targets (shared/design/performance.md), from {results}\n\n{table}")
+    print(f"\n# Targets (docs/benchmarks.md), from {results}\n\n{table}")
     (results / "suite.md").write_text(table + "\n")
     bc.write_json(results / "suite.json", {"targets": rows, "part_seconds": timings, "failed": failed,
                                            "quick": args.quick})

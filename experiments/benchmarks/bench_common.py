@@ -9,7 +9,6 @@ import functools
 import os
 import platform
 import statistics
-import sysconfig
 import time
 import xml.etree.ElementTree as ET
 from importlib import metadata
@@ -17,36 +16,27 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxsoa.io import robots
+
 ALGOS = ("rnea", "aba", "crba")
 VARIANTS = {"seq-u1": ("sequential", 1), "seq-full": ("sequential", None), "levels": ("levels", 1)}
 THREADS = (1, 2)
 
 
-# name: (URDF below example-robot-data's robots/, free-flyer root)
-ROBOTS = {"panda": ("panda_description/urdf/panda.urdf", False),
-          "solo12": ("solo_description/robots/solo12.urdf", True),
-          "talos": ("talos_data/robots/talos_reduced.urdf", True)}
-
-
-def robot_urdf(name="panda") -> Path:
-    """A URDF of example-robot-data (a cmeel package under site-packages), by `ROBOTS` name."""
-    for key in ("purelib", "platlib"):
-        path = Path(sysconfig.get_paths()[key]) / "cmeel.prefix/share/example-robot-data/robots" / ROBOTS[name][0]
-        if path.is_file():
-            return path
-    raise RuntimeError("example-robot-data is not installed: pip install -e '.[dev]'")
+# the benchmarked robots of `jaxsoa.io.robots`: name -> (URDF below example-robot-data's robots/, free-flyer root)
+ROBOTS = {name: robots.ROBOTS[name] for name in ("panda", "solo12", "talos")}
 
 
 def panda_urdf() -> Path:
     """The Franka Panda URDF of example-robot-data."""
-    return robot_urdf("panda")
+    return robots.example_robot_urdf("panda")
 
 
 def pin_model(name):
     """Pinocchio model of a `ROBOTS` entry (free-flyer root where the entry says so)."""
     import pinocchio as pin
 
-    path = str(robot_urdf(name))
+    path = str(robots.example_robot_urdf(name))
     return pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if ROBOTS[name][1] else pin.buildModelFromUrdf(path)
 
 
@@ -141,7 +131,7 @@ def run_anchors(batches, repeats, target_s, robot="panda"):
     import pinocchio as pin
     from mujoco import rollout
 
-    path = robot_urdf(robot)
+    path = robots.example_robot_urdf(robot)
     pm = pin_model(robot)
     pd, pool = pm.createData(), pin.ModelPool(pm, max(THREADS))
     if has_mujoco_anchor(robot):
@@ -215,7 +205,7 @@ def run_worker(opts):
     import jaxsoa
 
     dtype = jnp.dtype(dtype_name)
-    path, floating = robot_urdf(opts.robot), ROBOTS[opts.robot][1]
+    path, floating = robots.example_robot_urdf(opts.robot), ROBOTS[opts.robot][1]
     model = jaxsoa.load_urdf(str(path), floating_base=floating, dtype=dtype)
     pm = pin_model(opts.robot)
     mjx_state = {}
@@ -231,13 +221,12 @@ def run_worker(opts):
             unroll = model.n_links if unroll is None else unroll
             rec["unroll"] = unroll
 
-            def batched(m, q, v, u, algo=algo, strategy=strategy, unroll=unroll):
-                trav = jaxsoa.tree_traversal(m.parent, strategy=strategy, unroll=unroll)
+            def batched(m, q, v, u, algo=algo):
                 if algo == "crba":
-                    return jax.vmap(lambda q: jaxsoa.crba(m, q, trav=trav))(q)
-                return jax.vmap(lambda q, v, u: getattr(jaxsoa, algo)(m, q, v, u, trav=trav))(q, v, u)
+                    return jax.vmap(lambda q: jaxsoa.crba(m, q))(q)
+                return jax.vmap(lambda q, v, u: getattr(jaxsoa, algo)(m, q, v, u))(q, v, u)
 
-            args = (model, q, v, u)
+            args = (model.with_parent(model.parent, strategy=strategy, unroll=unroll), q, v, u)
             t0 = time.perf_counter()
             compiled = jax.jit(batched).lower(*args).compile()
         else:

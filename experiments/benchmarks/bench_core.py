@@ -19,8 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tqdm import tqdm
-
+from experiments._common import progress
 from experiments.benchmarks import bench_common as bc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,7 +191,7 @@ def main(argv=None):
     n_jax = len(bc.jax_cases(args.batches, args.variant_batches, args.variant_algos, mjx))
     total = len(bc.anchor_cases(args.batches, args.robot)) + n_jax * len(args.settings) * len(args.dtypes)
     records = []
-    with tqdm(total=total, desc="bench_core", unit="case") as bar:
+    with progress(total=total, desc="bench_core", unit="case") as bar:
         for rec in bc.run_anchors(args.batches, args.repeats, args.target_s, args.robot):
             records.append(rec)
             bar.set_postfix_str(f"{rec['impl']} {rec['variant']} {rec['algo']} b={rec['batch']}")

@@ -1,4 +1,4 @@
-"""Reverse-mode gradient of a rollout loss against the rollout itself (issue #10 (c), (g)).
+"""Reverse-mode gradient of a rollout loss against the rollout itself (suite parts (c), (g)).
 
     python -m experiments.benchmarks.bench_gradient [--quick] [--steps 100] [--batch 256]
         [--checkpoints off,step,nothing_saveable] [--unroll 1|N|full] [--systems panda,space_arm_free]
@@ -13,7 +13,7 @@ intermediates), or checkpointed with a `jax.checkpoint_policies` policy named by
 `nothing_saveable`, `dots_with_no_batch_dims_saveable`). `--unroll` sets how many links each step of ABA's
 per-link `lax.scan` handles (`full`: the link loops are unrolled into straight-line code).
 Reported per case: µs per sample for the rollout and for value-and-gradient, their ratio (target ≤ 4,
-shared/design/performance.md), compile times, and XLA's estimate of temporary memory per sample
+the target table of docs/benchmarks.md), compile times, and XLA's estimate of temporary memory per sample
 (`compiled.memory_analysis()`). Writes results/bench_gradient.json (or --out).
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 import jaxsoa
+from experiments._common import progress
 from experiments.benchmarks import bench_common as bc
 from sims import space_arm_7dof
 
@@ -77,7 +77,7 @@ def rk4_with_unroll(unroll):
     """`rk4_step` whose ABA scans `unroll` links per iteration ('full': straight-line code)."""
     def dynamics(model, q, v, tau):
         n = True if unroll == "full" else int(unroll)
-        return jaxsoa.aba(model, q, v, tau, trav=jaxsoa.tree_traversal(model.parent, unroll=n))
+        return jaxsoa.aba(model.with_parent(model.parent, unroll=n), q, v, tau)
     return functools.partial(jaxsoa.rk4_step, dynamics=dynamics)
 
 
@@ -110,7 +110,7 @@ def main(argv=None):
     cases = [(name, "rollout", "off") for name in opts.systems]
     cases += [(name, "grad", ckpt) for name in opts.systems for ckpt in opts.checkpoints]
     models = {name: model for name, model in systems(dtype).items() if name in opts.systems}
-    for name, mode, ckpt in tqdm(cases, desc="bench_gradient", unit="case"):
+    for name, mode, ckpt in progress(cases, desc="bench_gradient", unit="case"):
         model = models[name]
         rng = np.random.default_rng(0)
         q0 = jnp.broadcast_to(jaxsoa.neutral(model, dtype), (opts.batch, model.nq))

@@ -1,4 +1,4 @@
-"""Per-sample cost against link count (issue #10 (f), (g)): random chains and random trees of 4 to 256
+"""Per-sample cost against link count (suite parts (f), (g)): random chains and random trees of 4 to 256
 revolute links, the O(n) recursions (`rnea`, `aba`, `crba`) and the dense masked-operator forms
 (`inverse_dynamics_operator`, `forward_dynamics_operator`, O(n²) memory, O(n³) work), with the compile
 time of every case and the fitted slope of log(µs/sample) against log(n).
@@ -20,9 +20,9 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 import jaxsoa
+from experiments._common import progress
 from experiments.benchmarks import bench_common as bc
 from experiments.benchmarks.bench_topology import random_model, random_parent
 
@@ -88,7 +88,7 @@ def main(argv=None):
     cases = [(shape, n, algo) for n in opts.ns for shape in ("chain", "tree")
              for algo in RECURSIVE + (DENSE if n <= opts.dense_max_n else ())]
     records = []
-    for shape, n, algo in tqdm(cases, desc="bench_scaling", unit="case"):
+    for shape, n, algo in progress(cases, desc="bench_scaling", unit="case"):
         parent = np.arange(-1, n - 1) if shape == "chain" else random_parent(rng, n)
         model = random_model(rng, n, dtype, parent=parent)
         inputs = tuple(jnp.asarray(x, dtype) for x in bc.make_inputs(n, n, opts.batch, seed=n))

@@ -1,9 +1,9 @@
-"""Stewart-platform inverse dynamics over a batch of poses (issue #10 (e)).
+"""Stewart-platform inverse dynamics over a batch of poses (suite part (e)).
 
     python -m experiments.benchmarks.bench_stewart [--quick] [--batches 1,1024,16384] [--dtypes float32,float64]
 
 The heavy-duty gas-assisted platform of `sims/stewart_gas.py` (individual tanks): Kane's inverse dynamics
-with the masses of all 19 bodies (`jaxsoa.stewart_dynamics.inverse_dynamics`) and the light-leg
+with the masses of all 19 bodies (`jaxsoa.systems.stewart.dynamics.inverse_dynamics`) and the light-leg
 approximation, at random poses around the home pose (±0.1 m, ±5°) with random twists and accelerations,
 `jit(vmap)` over the batch. Reported: µs per pose, poses per second, compile time, the fraction of poses
 flagged invalid (must be 0 here) and, for float32, the largest force error against float64 relative to
@@ -18,16 +18,16 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
+from experiments._common import progress
 from experiments.benchmarks import bench_common as bc
-from jaxsoa import stewart_dynamics as sd
-from jaxsoa.rotation import exp_so3
+from jaxsoa.spatial.rotation import exp_so3
+from jaxsoa.systems.stewart import dynamics as sd
 from sims import stewart_gas
 
 RESULTS = Path(__file__).parent / "results"
 QUICK = dict(batches=(1, 64), repeats=3, target_s=0.02, out=RESULTS / "bench_stewart_quick.json")
-ALGOS = {"kane": sd.inverse_dynamics, "light_legs": sd.light_leg_inverse_dynamics}
+ALGOS = {"kane": sd.inverse_dynamics, "light_legs": sd.inverse_dynamics_light_leg}
 
 
 def parse_args(argv=None):
@@ -46,11 +46,11 @@ def parse_args(argv=None):
 
 
 def poses(batch, seed=0):
-    """float64 (t (B, 3), R (B, 3, 3), u (B, 6), u̇ (B, 6)) around the home pose."""
+    """float64 (p (B, 3), R (B, 3, 3), u (B, 6), u̇ (B, 6)) around the home pose."""
     rng = np.random.default_rng(seed)
-    t = np.asarray(stewart_gas.HOME) + rng.uniform(-0.1, 0.1, (batch, 3))
+    p = np.asarray(stewart_gas.HOME) + rng.uniform(-0.1, 0.1, (batch, 3))
     R = np.asarray(jax.vmap(exp_so3)(jnp.asarray(rng.uniform(-1.0, 1.0, (batch, 3)) * np.deg2rad(5.0))))
-    return t, R, rng.normal(0.0, 0.2, (batch, 6)), rng.normal(0.0, 1.0, (batch, 6))
+    return p, R, rng.normal(0.0, 0.2, (batch, 6)), rng.normal(0.0, 1.0, (batch, 6))
 
 
 def cast(tree, dtype):
@@ -63,7 +63,7 @@ def main(argv=None):
     jax.config.update("jax_enable_x64", True)            # float64 reference; float32 cases cast explicitly
     params64, start, records = stewart_gas.build("individual"), time.perf_counter(), []
     cases = [(algo, dtype, batch) for algo in ALGOS for dtype in opts.dtypes for batch in opts.batches]
-    for algo, dtype, batch in tqdm(cases, desc="bench_stewart", unit="case"):
+    for algo, dtype, batch in progress(cases, desc="bench_stewart", unit="case"):
         fn = jax.jit(jax.vmap(lambda p, *x, f=ALGOS[algo]: f(p, *x).force, in_axes=(None, 0, 0, 0, 0)))
         params, inputs = cast((params64, tuple(map(jnp.asarray, poses(batch)))), jnp.dtype(dtype))
         t0 = time.perf_counter()

@@ -1,4 +1,5 @@
-"""Reeling tether (jaxsoa.tether / jaxsoa.reel) on CPU: cost per RK4 step vs node count, and batch throughput.
+"""Reeling tether (jaxsoa.systems.tether.fem / jaxsoa.systems.tether.reels) on CPU: cost per RK4 step vs
+node count, and batch throughput.
 
 Run from the repository root:  .venv/bin/python -m experiments.benchmarks.bench_tether [--elements 4,16,64,256]
 
@@ -22,12 +23,12 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
+from experiments._common import progress
 from experiments.benchmarks import bench_common as bc
-from jaxsoa.integrators import ode_rk4_step
-from jaxsoa.reel import tether_dynamics, tether_inputs
-from jaxsoa.tether import straight_state, tether_params
+from jaxsoa.integrators.steps import ode_rk4_step
+from jaxsoa.systems.tether.fem import straight_state, tether_params
+from jaxsoa.systems.tether.reels import tether_dynamics, tether_inputs
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -82,7 +83,7 @@ def timed(fn, args, opts):
 def run(opts):
     dtype, dt = jnp.dtype(opts.dtype), 1e-4
     records = []
-    with tqdm(total=len(opts.elements) + len(opts.batch), desc="bench_tether", unit="case") as bar:
+    with progress(total=len(opts.elements) + len(opts.batch), desc="bench_tether", unit="case") as bar:
         for n in opts.elements:
             compile_s, res = timed(rollout_fn(opts.steps, dt), setup(n, dtype), opts)
             records.append({"part": "single", "elements": n, "nodes": n + 1, "batch": 1, "dtype": opts.dtype,

@@ -14,7 +14,6 @@ Timing protocol: `bench_common.measure` (median of `--repeats` rounds). See expe
 """
 
 import argparse
-import dataclasses
 import os
 import platform
 import sys
@@ -24,9 +23,9 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 import jaxsoa
+from experiments._common import progress
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
@@ -96,7 +95,7 @@ def random_model(rng, n, dtype, parent=None):
         inertia.append(0.5 * (J + J.T))
     axis = rng.normal(size=(n, 3))
     parent = random_parent(rng, n) if parent is None else parent
-    return jaxsoa.build_model(parent=parent, joint_types=[jaxsoa.joints.REVOLUTE] * n,
+    return jaxsoa.build_model(parent=parent, joint_types=[jaxsoa.JointType.REVOLUTE] * n,
                               joint_axis=axis / np.linalg.norm(axis, axis=1, keepdims=True),
                               placement_rotation=np.stack([_rotation(rng) for _ in range(n)]),
                               placement_translation=rng.normal(0.0, 0.3, (n, 3)), mass=mass,
@@ -126,7 +125,7 @@ def compiled_call(fn_names, check_valid=True):
     def one(model, interfaces, q, v, u):
         count[0] += 1
         topo = jaxsoa.topology_from_configuration_traced(interfaces)
-        m = dataclasses.replace(model, parent=topo.parent)
+        m = model.with_parent(topo.parent)
         return topo.valid if check_valid else topo.parent, tuple(getattr(jaxsoa, name)(m, q, v, u) for name in fn_names)
 
     return jax.jit(jax.vmap(one)), count
@@ -231,7 +230,7 @@ def main(argv=None):
             "devices": [str(d) for d in jax.devices()], "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "loadavg_start": os.getloadavg()}
     total = 4 * len(opts.dtypes) + 5 * len(opts.crossover_n)
-    with tqdm(total=total, desc="bench_topology", unit="case") as bar:
+    with progress(total=total, desc="bench_topology", unit="case") as bar:
         records = sweep(opts, rng, bar) + crossover(opts, rng, bar)
     cx = [r for r in records if r["part"] == "crossover"]
     summary = {rec: crossover_n(cx, rec, dense) for rec, dense in PAIRS}

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import yourdfpy
 
-from jaxsoa import joints
-from jaxsoa.build import build_model
+from jaxsoa.multibody.build import build_model
+from jaxsoa.multibody.joints import JointType
 
-_MOVING = {"revolute": joints.REVOLUTE, "continuous": joints.REVOLUTE, "prismatic": joints.PRISMATIC}
+_MOVING = {"revolute": JointType.REVOLUTE, "continuous": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC}
 
 
 def _link_inertia(link):
@@ -97,7 +97,7 @@ def load_urdf(path, floating_base=False, **build_kwargs):
     root = roots[0]
     if floating_base and links[root].inertial is None:
         raise ValueError(f"URDF link '{root}' (floating base) has no <inertial>")
-    bodies.append(dict(name=root, joint="root_joint", type=joints.FREE if floating_base else joints.FIXED,
+    bodies.append(dict(name=root, joint="root_joint", type=JointType.FREE if floating_base else JointType.FIXED,
                        parent=-1, axis=np.array([1.0, 0.0, 0.0]), placement=np.eye(4),
                        inertia=(0.0, np.zeros(3), np.zeros((3, 3)))))
     add_link(root, 0, np.eye(4))

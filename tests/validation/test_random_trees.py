@@ -1,5 +1,5 @@
 """RNEA, ABA (with and without external forces) and CRBA against Pinocchio on random trees of
-2 to 30 links, built in both engines from the same random data (`tests/trees.py`): random parent
+2 to 30 links, built in both engines from the same random data (`tests/helpers/trees.py`): random parent
 arrays, revolute / prismatic joints about random unit axes, spherical joints, welded (FIXED)
 links in some trees, a free-flyer root in others, random joint placements and random physically
 valid inertias.
@@ -19,7 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from trees import (
+
+from jaxsoa.multibody.joints import JointType
+from tests.helpers.trees import (
     MOVING_TYPES,
     fext_to_pinocchio,
     jaxsoa_dynamics,
@@ -32,21 +34,19 @@ from trees import (
     to_jaxsoa,
 )
 
-from jaxsoa import joints
-
 # float64 recursions over ≤ 30 links agree with Pinocchio to ~1e-13; 1e-9 leaves room for the
 # conditioning of random light links in ABA's M⁻¹ without hiding any modelling error.
 REL_TOL = 1e-9
 N_MODELS = 4          # topologies per group (model 0 in tree order when possible, others permuted)
 N_STATES = 7          # states per model: 4 groups x 4 models x 7 states = 112 states
 
-WELDED = (joints.FIXED, *MOVING_TYPES)
+WELDED = (JointType.FIXED, *MOVING_TYPES)
 GROUPS = {
     # id: (n_links, joint types drawn from, root joint type (None: drawn), root's storage index)
     "n2-moving-root": (2, MOVING_TYPES, None, None),
-    "n9-welded-root-stored-inside": (9, WELDED, joints.FIXED, 4),
-    "n17-floating-welded-root-stored-inside": (17, WELDED, joints.FREE, 6),
-    "n30-floating-root-stored-first": (30, MOVING_TYPES, joints.FREE, 0),
+    "n9-welded-root-stored-inside": (9, WELDED, JointType.FIXED, 4),
+    "n17-floating-welded-root-stored-inside": (17, WELDED, JointType.FREE, 6),
+    "n30-floating-root-stored-first": (30, MOVING_TYPES, JointType.FREE, 0),
 }
 
 _batched_dynamics = jax.jit(jax.vmap(jax.vmap(jaxsoa_dynamics, in_axes=(None, 0, 0, 0, 0, 0))))

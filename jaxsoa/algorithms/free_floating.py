@@ -1,0 +1,172 @@
+"""Free-floating systems (docs/conventions.md): a hub joined to inertial space by a free joint,
+with no wrench on the hub.
+
+* `aba_free_floating`: forward dynamics with zero generalized force on the hub's 6 DoFs.
+* `rnea_free_floating`: the mixed inverse problem (joint accelerations given, hub acceleration
+  unknown) solved from momentum conservation — Featherstone's floating-base inverse dynamics:
+  one RNEA with the hub held still gives the hub force h, the hub's acceleration is
+  a_b = −(Sᵀ Ic_hub S)⁻¹ h from the whole system's composite inertia, and a second RNEA gives the
+  joint torques. Also returns the reaction wrench the arm puts on the hub (the "base
+  disturbance").
+* `generalized_jacobian`: Umetani–Yoshida J* = J_m − J_b M_bb⁻¹ M_bm (zero initial momentum);
+  `hub_response`: M_bb⁻¹ M_bm, the hub's reaction to joint rates at zero momentum.
+* `with_virtual_base`: six virtual 1-DoF bodies (three prismatic, three revolute
+  x-y-z) in place of the free joint, with state conversions.
+
+The hub is the model's single free-joint link and must be its root (it is, for `load_urdf(...,
+floating_base=True)`). q and v follow Pinocchio's free-flyer layout: hub velocity [v; ω] in the
+hub frame.
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, rnea
+from jaxsoa.algorithms.kinematics import frame_jacobian, link_motion, link_spatial_inertia, world_acceleration
+from jaxsoa.multibody.build import build_model
+from jaxsoa.multibody.joints import JointType, motion_subspace
+from jaxsoa.multibody.model import Model
+from jaxsoa.spatial.algebra import cross_force, mat_vec
+from jaxsoa.spatial.rotation import exp_so3, quat_normalize, quat_to_rotation, rotation_to_quat
+
+
+def floating_base(model: Model) -> int:
+    """Static index of the hub: the single link with a free joint (ValueError otherwise)."""
+    links = model.links_of_type(JointType.FREE)
+    if links.size != 1:
+        raise ValueError(f"a free-floating model needs exactly one free joint, found {links.size}")
+    return int(links[0])
+
+
+class DofSplit(NamedTuple):
+    """Static (host) velocity indices into v: base_dofs (6,) of the hub, joint_dofs (nv − 6,) of the joints."""
+    base_dofs: np.ndarray
+    joint_dofs: np.ndarray
+
+
+def base_and_joint_dofs(model: Model) -> DofSplit:
+    """The hub's and the joints' velocity indices into v (static)."""
+    start = model.idx_v[floating_base(model)]
+    base = np.arange(start, start + 6)
+    return DofSplit(base, np.setdiff1d(np.arange(model.nv), base))
+
+
+def aba_free_floating(model: Model, q, v, tau_joints, f_ext=None):
+    """Forward dynamics with no generalized force on the hub: (nq,), (nv,), (nv − 6,) -> (nv,)."""
+    _, joint_dofs = base_and_joint_dofs(model)
+    tau = jnp.zeros(model.nv, v.dtype).at[joint_dofs].set(tau_joints)
+    return aba(model, q, v, tau, f_ext)
+
+
+class FreeFloatingInverseDynamics(NamedTuple):
+    """tau_joints (nv − 6,), base_acceleration (6,) [v̇; ω̇] hub frame (Pinocchio's free-flyer
+    `a`), base_wrench (6,) [moment; force] the arm exerts on the hub, hub frame, about its origin."""
+    tau_joints: jnp.ndarray
+    base_acceleration: jnp.ndarray
+    base_wrench: jnp.ndarray
+
+
+def rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
+    """Joint torques for given joint accelerations with the hub free (momentum conserved)."""
+    base_dofs, joint_dofs = base_and_joint_dofs(model)
+    base = floating_base(model)
+    qdd = jnp.zeros(model.nv, v.dtype).at[joint_dofs].set(qdd_joints)
+    h_base = rnea(model, q, v, qdd, f_ext)[base_dofs]            # hub force with the hub held still
+    S_base = motion_subspace(JointType.FREE, model.joint_axis[:1], 6)[0]
+    Ic_base = composite_inertias(model, q)[base]
+    M_bb = S_base.T @ Ic_base @ S_base                                   # whole system seen from the hub
+    qdd = qdd.at[base_dofs].set(-jnp.linalg.solve(M_bb, h_base))        # a_b = −M_bb⁻¹ h
+    tau = rnea(model, q, v, qdd, f_ext)
+    v_links, a_links = link_motion(model, q, v, qdd, world_acceleration(model))
+    I_base = link_spatial_inertia(model)[base]
+    wrench = mat_vec(I_base, a_links[base]) + cross_force(v_links[base], mat_vec(I_base, v_links[base]))
+    if f_ext is not None:
+        wrench = wrench - f_ext[base]                                    # the arm's share only
+    return FreeFloatingInverseDynamics(tau[joint_dofs], qdd[base_dofs], wrench)
+
+
+def hub_response(model: Model, q):
+    """(6, nv − 6) M_bb⁻¹ M_bm: with zero system momentum the hub moves at v_hub = −M_bb⁻¹ M_bm q̇_m
+    ([v; ω], hub frame) when the joints move at q̇_m."""
+    base_dofs, joint_dofs = base_and_joint_dofs(model)
+    M = crba(model, q)
+    return jnp.linalg.solve(M[np.ix_(base_dofs, base_dofs)], M[np.ix_(base_dofs, joint_dofs)])
+
+
+def generalized_jacobian(model: Model, q, link: int, reference="local_world_aligned"):
+    """(6, nv − 6) map from joint rates to the twist of `link` with the hub free and the system
+    momentum zero: J* = J_m − J_b M_bb⁻¹ M_bm."""
+    base_dofs, joint_dofs = base_and_joint_dofs(model)
+    J = frame_jacobian(model, q, link, reference)
+    return J[:, joint_dofs] - J[:, base_dofs] @ hub_response(model, q)
+
+
+_VIRTUAL = tuple((joint_type, axis) for joint_type in (JointType.PRISMATIC, JointType.REVOLUTE)
+                 for axis in ((1.0, 0, 0), (0, 1.0, 0), (0, 0, 1.0)))
+
+
+def with_virtual_base(model: Model) -> Model:
+    """The same system with the hub's free joint replaced by six virtual 1-DoF bodies:
+    prismatic x, y, z then revolute x, y, z (R = Rx(a) Ry(b) Rz(c)). The first five are massless;
+    the hub itself carries the sixth (revolute z) joint. Requires the hub stored first, so that
+    q = [x, y, z, a, b, c, joints] and v = [ẋ, ẏ, ż, ȧ, ḃ, ċ, joint rates]."""
+    base = floating_base(model)
+    parent = np.asarray(model.parent)
+    if base != 0 or parent[0] != -1:
+        raise ValueError("with_virtual_base needs the free-joint hub stored first as the root (link 0)")
+    n_if = model.mass.shape[1]
+
+    def host(x):
+        return np.array(x, np.float64)
+
+    def stack(virtual, original):
+        return np.concatenate([np.broadcast_to(virtual, (5, *original.shape[1:])), original])
+
+    types = [t for t, _ in _VIRTUAL[:5]] + [JointType.REVOLUTE] + list(model.joint_types[1:])
+    axes = np.concatenate([np.array([a for _, a in _VIRTUAL]), host(model.joint_axis)[1:]])
+    placement_rotation = host(model.placement_rotation)
+    placement_translation = host(model.placement_translation)
+    first_rotation, first_translation = placement_rotation[:1].copy(), placement_translation[:1].copy()
+    placement_rotation[0], placement_translation[0] = np.eye(3), 0.0       # the hub sits on virtual body 5
+    return build_model(
+        parent=[-1, 0, 1, 2, 3, 4] + [p + 5 for p in parent[1:]], joint_types=types, joint_axis=axes,
+        placement_rotation=np.concatenate([first_rotation, np.broadcast_to(np.eye(3), (4, n_if, 3, 3)),
+                                           placement_rotation]),
+        placement_translation=np.concatenate([first_translation, np.zeros((4, n_if, 3)), placement_translation]),
+        mass=stack(0.0, host(model.mass)), com=stack(0.0, host(model.com)),
+        inertia_com=stack(0.0, host(model.inertia_com)),
+        inboard_interface=np.concatenate([np.zeros(5, np.int64), np.asarray(model.inboard_interface)]),
+        link_names=[f"virtual_{k}" for k in ("px", "py", "pz", "rx", "ry")] + list(model.link_names),
+        link_joint_names=[f"virtual_{k}" for k in ("px", "py", "pz", "rx", "ry", "rz")]
+        + list(model.link_joint_names[1:]),
+        gravity=host(model.gravity), dtype=model.joint_axis.dtype,
+        strategy=model.traversal.strategy, unroll=model.traversal.unroll)
+
+
+def _euler_rate_matrix(angles):
+    """E with ω_hub (hub frame) = E [ȧ, ḃ, ċ] for R = Rx(a) Ry(b) Rz(c)."""
+    eye = jnp.eye(3, dtype=angles.dtype)
+    R_y, R_z = exp_so3(angles[1] * eye[1]), exp_so3(angles[2] * eye[2])
+    return jnp.stack([(R_y @ R_z).T @ eye[0], R_z.T @ eye[1], eye[2]], axis=1)
+
+
+def to_virtual_base_state(q, v):
+    """Free-flyer (q (nq,), v (nv,)) -> virtual-base (q (nq − 1,), v (nv,)), hub stored first."""
+    R = quat_to_rotation(quat_normalize(q[3:7]))
+    angles = jnp.stack([jnp.arctan2(-R[1, 2], R[2, 2]), jnp.arcsin(jnp.clip(R[0, 2], -1.0, 1.0)),
+                        jnp.arctan2(-R[0, 1], R[0, 0])])
+    rates = jnp.linalg.solve(_euler_rate_matrix(angles), v[3:6])
+    q_virtual = jnp.concatenate([q[:3], angles, q[7:]])
+    return q_virtual, jnp.concatenate([R @ v[:3], rates, v[6:]])
+
+
+def from_virtual_base_state(q_virtual, v_virtual):
+    """Inverse of `to_virtual_base_state`."""
+    eye = jnp.eye(3, dtype=q_virtual.dtype)
+    a, b, c = q_virtual[3], q_virtual[4], q_virtual[5]
+    R = exp_so3(a * eye[0]) @ exp_so3(b * eye[1]) @ exp_so3(c * eye[2])
+    q = jnp.concatenate([q_virtual[:3], rotation_to_quat(R), q_virtual[6:]])
+    v = jnp.concatenate([R.T @ v_virtual[:3], _euler_rate_matrix(q_virtual[3:6]) @ v_virtual[3:6], v_virtual[6:]])
+    return q, v

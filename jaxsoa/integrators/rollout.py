@@ -1,0 +1,136 @@
+"""The rollout driver: every time integration in the package is one `lax.scan` over steps
+(`rollout_steps`), the initial state included in the output, optionally checkpointed per step.
+
+Multibody rollouts (`rollout`, `rollout_constrained`, `rollout_switching`) go through it with one
+step body: at the start of step k (time t_k = k dt) a *phase* gives the model and forward dynamics
+that hold during the step and maps the state across a switch; the controller `control(t, q, v) -> τ
+(nv,)` is then sampled once and held over the step (a digital controller) or, with
+`control_at_stages=True`, evaluated at every integrator stage (the continuous closed loop,
+integrated to the step's full order); then one `step(model, q, v, τ, dt)` (`rk4_step`,
+`semi_implicit_euler_step`). Schedules are traced data (which cuts hold, which topology), so
+changing them does not recompile.
+
+`checkpoint=True` rematerialises each step in the backward pass (memory O(1) per step for long
+differentiable horizons); a `jax.checkpoint_policies` policy (e.g.
+`jax.checkpoint_policies.nothing_saveable`) checkpoints each step with that policy instead.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxsoa.constraints.closure import LoopClosure
+from jaxsoa.constraints.dynamics import forward_dynamics_constrained, project_velocity
+from jaxsoa.integrators.steps import rk4_step
+from jaxsoa.multibody.model import Model
+from jaxsoa.topology.reconfigure import DesignArrays, apply_configuration, remap_state
+
+
+class Trajectory(NamedTuple):
+    """States at t_k = k dt, k = 0 … n_steps, initial state first: q (n_steps+1, nq), v (n_steps+1, nv)."""
+    q: jax.Array
+    v: jax.Array
+
+
+class TopologySchedule(NamedTuple):
+    """Topology switches as data: configuration parameters ``interfaces (K, s, n_if)`` int, entry j
+    holding for the steps ``switch_steps[j] <= k < switch_steps[j + 1]`` (``switch_steps (K,)``
+    ascending, ``switch_steps[0] = 0``)."""
+    interfaces: jax.Array
+    switch_steps: jax.Array
+
+
+def rollout_steps(advance, x0, dt, n_steps, *, checkpoint=False):
+    """x_{k+1} = advance(t_k, x_k, k), t_k = k dt, for k = 0 … n_steps − 1 in one `lax.scan`. x0 any
+    PyTree; k is the step index (int32; schedules index by it), t_k has the dtype of x0's first
+    floating-point leaf. Returns the states stacked along a new leading axis (n_steps + 1, …), x0
+    first (a PyTree of x0's structure). `checkpoint`: False, True or a `jax.checkpoint_policies`
+    policy (module docstring)."""
+    dtype = next(d for d in map(jnp.result_type, jax.tree.leaves(x0)) if jnp.issubdtype(d, jnp.floating))
+
+    def body(x, k):
+        x_next = advance(k.astype(dtype) * dt, x, k)
+        return x_next, x_next
+
+    if callable(checkpoint):
+        body = jax.checkpoint(body, policy=checkpoint)
+    elif checkpoint:
+        body = jax.checkpoint(body)
+    _, xs = jax.lax.scan(body, x0, jnp.arange(n_steps, dtype=jnp.int32))
+    return jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), x0, xs)
+
+
+def _rollout(phase, q0, v0, control, dt, n_steps, *, step, checkpoint, control_at_stages) -> Trajectory:
+    """The multibody step body on `rollout_steps`. phase(k, q, v) -> (model, dynamics or None, q, v):
+    what holds during step k and the state after the map at its start (None: the step's own ABA)."""
+    def advance(t, state, k):
+        model, dynamics, q, v = phase(k, *state)
+        if control_at_stages:
+            tau = lambda offset, q_i, v_i: control(t + offset, q_i, v_i)   # noqa: E731
+        else:
+            tau = control(t, q, v)
+        options = {} if dynamics is None else {"dynamics": dynamics}
+        return Trajectory(*step(model, q, v, tau, dt, **options))
+
+    return rollout_steps(advance, Trajectory(q0, v0), dt, n_steps, checkpoint=checkpoint)
+
+
+def rollout(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, checkpoint=False,
+            control_at_stages=False) -> Trajectory:
+    """Simulate `n_steps` steps of `step` (default `rk4_step` with ABA) under `control(t, q, v)`.
+    q0 (nq,), v0 (nv,). Options as in the module docstring."""
+    return _rollout(lambda k, q, v: (model, None, q, v), q0, v0, control, dt, n_steps, step=step,
+                    checkpoint=checkpoint, control_at_stages=control_at_stages)
+
+
+def rollout_constrained(model: Model, closure: LoopClosure, q0, v0, control, dt, n_steps, *, active=None,
+                        impact=True, baumgarte=None, method="recursive", rcond=None, step=rk4_step,
+                        checkpoint=False, control_at_stages=False) -> Trajectory:
+    """Rollout of the closed-loop dynamics (`forward_dynamics_constrained` with `baumgarte`, `method`,
+    `rcond`). active (n_steps, n_cuts) bool: which cuts hold during each step (default
+    `closure.active` throughout), so grasping at t1 and releasing at t2 is data, not a recompile.
+    With `impact`, a cut switching on at step k first applies the plastic impact `project_velocity`
+    (its position error is then left to Baumgarte). Other options as in the module docstring."""
+    n_cuts = closure.active.shape[0]
+    active = jnp.broadcast_to(closure.active, (n_steps, n_cuts)) if active is None else jnp.asarray(active)
+
+    def phase(k, q, v):
+        active_k, before = active[k], active[jnp.maximum(k - 1, 0)]
+        if impact:                                                      # v⁺ = v − M⁻¹ Gᵀ (G M⁻¹ Gᵀ)⁺ G v
+            v = project_velocity(model, q, v, closure._replace(active=active_k & ~before), rcond)
+        closure_k = closure._replace(active=active_k)
+
+        def dynamics(m, q_i, v_i, tau_i):
+            return forward_dynamics_constrained(m, q_i, v_i, tau_i, closure_k, baumgarte=baumgarte, method=method,
+                                                rcond=rcond)[0]
+
+        return model, dynamics, q, v
+
+    return _rollout(phase, q0, v0, control, dt, n_steps, step=step, checkpoint=checkpoint,
+                    control_at_stages=control_at_stages)
+
+
+def rollout_switching(template: Model, arrays: DesignArrays, q0, v0, control, dt, n_steps, *,
+                      schedule: TopologySchedule, link_ids=None, step=rk4_step, checkpoint=False,
+                      control_at_stages=False) -> Trajectory:
+    """Rollout through topology switches (a reconfigurable model: `template` and `arrays` of
+    `jaxsoa.topology.reconfigure`). The K models of `schedule` are built once with
+    `apply_configuration`; during step k the model of its segment holds, and at a switch the state
+    is first mapped by `remap_state` against the previous segment's inboard interfaces. The entry
+    of the result at a switch time is the state *before* the map (the end of the previous segment).
+    Other options as in the module docstring."""
+    interfaces, switch_steps = jnp.asarray(schedule.interfaces), jnp.asarray(schedule.switch_steps).astype(jnp.int32)
+    models = jax.vmap(lambda i: apply_configuration(template, arrays, i, link_ids))(interfaces)
+
+    def segment(k):
+        return jnp.maximum(jnp.sum(switch_steps <= k) - 1, 0)
+
+    def phase(k, q, v):
+        j, j_before = segment(k), segment(jnp.maximum(k - 1, 0))
+        model = jax.tree.map(lambda field: field[j], models)
+        q, v = remap_state(model, models.inboard_interface[j_before], q, v)
+        return model, None, q, v
+
+    return _rollout(phase, q0, v0, control, dt, n_steps, step=step, checkpoint=checkpoint,
+                    control_at_stages=control_at_stages)

@@ -1,0 +1,50 @@
+"""The model and its derived topology: `Model`, `JointType`, host builders and checks, the
+traversal, configuration space."""
+
+from jaxsoa.multibody import build, checks, config_space, joints, model, traversal
+from jaxsoa.multibody.build import STANDARD_GRAVITY, build_model, validate_inertia, validate_parent
+from jaxsoa.multibody.checks import check_configuration, check_model
+from jaxsoa.multibody.config_space import (
+    configuration_derivative,
+    dexp_inv,
+    integrate,
+    neutral,
+    quaternion_columns,
+    random_configuration,
+)
+from jaxsoa.multibody.joints import JointType, joint_transform, motion_subspace
+from jaxsoa.multibody.model import Model, link_inertia, link_placement
+from jaxsoa.multibody.traversal import Traversal, inward, link_depth, outward, path_matrix, tree_traversal
+
+__all__ = [
+    "STANDARD_GRAVITY",
+    "JointType",
+    "Model",
+    "Traversal",
+    "build",
+    "build_model",
+    "check_configuration",
+    "check_model",
+    "checks",
+    "config_space",
+    "configuration_derivative",
+    "dexp_inv",
+    "integrate",
+    "inward",
+    "joint_transform",
+    "joints",
+    "link_depth",
+    "link_inertia",
+    "link_placement",
+    "model",
+    "motion_subspace",
+    "neutral",
+    "outward",
+    "path_matrix",
+    "quaternion_columns",
+    "random_configuration",
+    "traversal",
+    "tree_traversal",
+    "validate_inertia",
+    "validate_parent",
+]

@@ -1,0 +1,122 @@
+"""Host-side model builder with full validation: bad input raises `ValueError` naming the link
+and the field, because traced code cannot raise."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.traversal import tree_traversal
+
+STANDARD_GRAVITY = (0.0, 0.0, -9.81)
+
+
+def _check_finite(name, value, link_names):
+    bad = ~np.isfinite(value.reshape(value.shape[0], -1)).all(axis=1)
+    if bad.any():
+        raise ValueError(f"link '{link_names[np.flatnonzero(bad)[0]]}': field '{name}' is not finite")
+
+
+def validate_parent(parent, link_names):
+    """Check a parent array describes one tree: indices in range, exactly one root, no cycle."""
+    parent = np.asarray(parent)
+    n = parent.shape[0]
+    for k, p in enumerate(parent):
+        if not -1 <= p < n or p == k:
+            raise ValueError(f"link '{link_names[k]}': field 'parent' = {p} is out of range or itself")
+    roots = np.flatnonzero(parent == -1)
+    if len(roots) != 1:
+        names = [link_names[r] for r in roots]
+        raise ValueError(f"field 'parent' must have exactly one root (parent -1), found {names}")
+    for k in range(n):
+        seen, j = {k}, parent[k]
+        while j != -1:
+            if j in seen:
+                raise ValueError(f"link '{link_names[k]}': field 'parent' forms a cycle through "
+                                 f"'{link_names[j]}'")
+            seen.add(j)
+            j = parent[j]
+
+
+def validate_inertia(mass, inertia_com, link_names, tol=1e-12):
+    """Physical consistency per link and interface: m >= 0, J symmetric positive (semi)definite
+    and satisfying the triangle inequalities of its principal moments."""
+    for k in range(mass.shape[0]):
+        for i in range(mass.shape[1]):
+            where = f"link '{link_names[k]}' (interface {i})"
+            if mass[k, i] < 0:
+                raise ValueError(f"{where}: field 'mass' = {mass[k, i]} is negative")
+            J = inertia_com[k, i]
+            scale = max(1.0, np.abs(J).max())
+            if np.abs(J - J.T).max() > 1e-9 * scale:
+                raise ValueError(f"{where}: field 'inertia_com' is not symmetric")
+            eig = np.linalg.eigvalsh(J)
+            if eig[0] < -tol * scale:
+                raise ValueError(f"{where}: field 'inertia_com' is not positive definite "
+                                 f"(eigenvalues {eig})")
+            if eig[0] + eig[1] < eig[2] * (1 - 1e-9) - tol * scale:
+                raise ValueError(f"{where}: field 'inertia_com' violates the triangle inequality "
+                                 f"(principal moments {eig})")
+
+
+def build_model(parent, joint_types, joint_axis, placement_rotation, placement_translation, mass,
+                com, inertia_com, *, inboard_interface=None, link_names=None, link_joint_names=None,
+                gravity=STANDARD_GRAVITY, dtype=jnp.float32, strategy="sequential", unroll=1):
+    """Validate host-side arrays and return a `Model` (see `jaxsoa.multibody.model` for the shapes)
+    carrying the traversal of `parent` built with `strategy` and `unroll` (see `tree_traversal`).
+
+    Per-interface fields may omit the interface axis (one interface per link).
+    """
+    parent = np.asarray(parent, dtype=np.int64)
+    n = parent.shape[0]
+    link_names = tuple(link_names or (f"link{k}" for k in range(n)))
+    link_joint_names = tuple(link_joint_names or (f"joint{k}" for k in range(n)))
+    joint_types = tuple(int(t) for t in joint_types)
+    if len(joint_types) != n or len(link_names) != n or len(link_joint_names) != n:
+        raise ValueError("fields 'joint_types', 'link_names', 'link_joint_names' need one entry per link")
+    for k, t in enumerate(joint_types):
+        if t not in tuple(JointType):
+            raise ValueError(f"link '{link_names[k]}': field 'joint_types' = {t} is not a joint type")
+    joint_types = tuple(JointType(t) for t in joint_types)
+    validate_parent(parent, link_names)
+
+    def per_interface(x, tail):
+        x = np.asarray(x, dtype=np.float64)
+        return x[:, None] if x.ndim == 1 + len(tail) else x
+
+    mass = per_interface(mass, ())
+    com = per_interface(com, (3,))
+    inertia_com = per_interface(inertia_com, (3, 3))
+    placement_rotation = per_interface(placement_rotation, (3, 3))
+    placement_translation = per_interface(placement_translation, (3,))
+    joint_axis = np.asarray(joint_axis, dtype=np.float64)
+    fields = dict(mass=mass, com=com, inertia_com=inertia_com, joint_axis=joint_axis,
+                  placement_rotation=placement_rotation, placement_translation=placement_translation)
+    for name, value in fields.items():
+        if value.shape[0] != n:
+            raise ValueError(f"field '{name}' has {value.shape[0]} rows, expected {n} links")
+        _check_finite(name, value, link_names)
+    validate_inertia(mass, inertia_com, link_names)
+    for k, t in enumerate(joint_types):
+        if t.uses_axis and abs(np.linalg.norm(joint_axis[k]) - 1) > 1e-9:
+            raise ValueError(f"link '{link_names[k]}': field 'joint_axis' is not a unit vector")
+    for k in range(n):
+        for i, R in enumerate(placement_rotation[k]):
+            if np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) < 0:
+                raise ValueError(f"link '{link_names[k]}' (interface {i}): field "
+                                 "'placement_rotation' is not a rotation matrix")
+    n_if = mass.shape[1]
+    inboard_interface = np.zeros(n, np.int64) if inboard_interface is None else np.asarray(inboard_interface)
+    for k, i in enumerate(inboard_interface):
+        if not 0 <= i < n_if:
+            raise ValueError(f"link '{link_names[k]}': field 'inboard_interface' = {i} out of range")
+
+    def arr(x):
+        return jnp.asarray(x, dtype=dtype)
+
+    return Model(traversal=tree_traversal(jnp.asarray(parent, jnp.int32), strategy, unroll),
+                 inboard_interface=jnp.asarray(inboard_interface, jnp.int32),
+                 placement_rotation=arr(placement_rotation), placement_translation=arr(placement_translation),
+                 mass=arr(mass), com=arr(com), inertia_com=arr(inertia_com), joint_axis=arr(joint_axis),
+                 gravity=arr(gravity), joint_types=joint_types, link_names=link_names,
+                 link_joint_names=link_joint_names)

@@ -1,0 +1,140 @@
+"""The multibody model: a frozen PyTree whose per-link data, **topology included**, are arrays.
+
+Traced (data) fields — a new value is a new array, never a recompile:
+    traversal                  the topology: `parent` (n,) int (inboard link of each link, -1 for
+                               the link attached to the world) and the order derived from it
+                               (`jaxsoa.multibody.traversal.Traversal`), built once by the builders
+    inboard_interface (n,) int which of the link's interfaces is inboard (selects the rows below)
+    placement_rotation (n, n_if, 3, 3), placement_translation (n, n_if, 3)
+                               pose of link k's joint frame in its parent's frame
+    mass (n, n_if), com (n, n_if, 3), inertia_com (n, n_if, 3, 3)
+                               inertia of link k in its own frame (origin at its inboard joint)
+    joint_axis (n, 3)          unit axis of the joints whose type `uses_axis` (ignored otherwise)
+    gravity (3,)               gravitational acceleration in the world frame
+Static (meta) fields — sizes and layout only:
+    joint_types (n,) tuple of `JointType`, link_names, link_joint_names (and the traversal's
+    strategy and unroll).
+
+Link IDs are storage indices, in any order: the traversal orders them. Change the topology with
+`model.with_parent(parent)`, which rebuilds the traversal (a traced `parent` stays traced).
+Generalized coordinates are laid out link by link in storage order (Pinocchio's layout when
+links are stored depth-first, which `load_urdf` does).
+"""
+
+import dataclasses
+from functools import cached_property
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.multibody.traversal import Traversal, tree_traversal
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Model:
+    traversal: Traversal
+    inboard_interface: jax.Array
+    placement_rotation: jax.Array
+    placement_translation: jax.Array
+    mass: jax.Array
+    com: jax.Array
+    inertia_com: jax.Array
+    joint_axis: jax.Array
+    gravity: jax.Array
+    joint_types: tuple = dataclasses.field(metadata=dict(static=True))
+    link_names: tuple = dataclasses.field(metadata=dict(static=True))
+    link_joint_names: tuple = dataclasses.field(metadata=dict(static=True))
+
+    @property
+    def parent(self) -> jax.Array:
+        """(n,) inboard link of each link, -1 at the root (traced)."""
+        return self.traversal.parent
+
+    def with_parent(self, parent, *, strategy=None, unroll=None) -> "Model":
+        """The same model on the tree `parent` (n,), host or traced, with its traversal rebuilt:
+        the one way to change the topology. `strategy` / `unroll` (see `tree_traversal`) default
+        to this model's."""
+        strategy = self.traversal.strategy if strategy is None else strategy
+        unroll = self.traversal.unroll if unroll is None else unroll
+        return dataclasses.replace(self, traversal=tree_traversal(parent, strategy, unroll))
+
+    @property
+    def n_links(self) -> int:
+        return len(self.joint_types)
+
+    @property
+    def nq(self) -> int:
+        return sum(JointType(t).nq for t in self.joint_types)
+
+    @property
+    def nv(self) -> int:
+        return sum(JointType(t).nv for t in self.joint_types)
+
+    @property
+    def dof_max(self) -> int:
+        """Width of the padded per-link velocity slot (at least 1)."""
+        return max([1] + [JointType(t).nv for t in self.joint_types])
+
+    @property
+    def joint_names(self) -> tuple:
+        """Names of the joints that have coordinates, in q order."""
+        return tuple(nm for nm, t in zip(self.link_joint_names, self.joint_types, strict=False) if JointType(t).nq)
+
+    @cached_property
+    def idx_q(self) -> tuple:
+        """Start of each link's joint coordinates in q (Pinocchio's `idx_q`)."""
+        return tuple(np.cumsum([0] + [JointType(t).nq for t in self.joint_types])[:-1].tolist())
+
+    @cached_property
+    def idx_v(self) -> tuple:
+        """Start of each link's joint velocities in v (Pinocchio's `idx_v`)."""
+        return tuple(np.cumsum([0] + [JointType(t).nv for t in self.joint_types])[:-1].tolist())
+
+    @cached_property
+    def v_slots(self) -> np.ndarray:
+        """(n, dof_max) index into [v, 0]: link k's velocity slot, padding pointing at entry nv."""
+        slots = np.full((self.n_links, self.dof_max), self.nv, dtype=np.int32)
+        for k, t in enumerate(self.joint_types):
+            slots[k, : JointType(t).nv] = self.idx_v[k] + np.arange(JointType(t).nv)
+        return slots
+
+    @cached_property
+    def dof_index(self) -> np.ndarray:
+        """(nv,) positions of the real joint velocities among the n·d flattened padded slots."""
+        return np.argsort(self.v_slots.reshape(-1), kind="stable")[: self.nv]
+
+    @cached_property
+    def dof_mask(self) -> np.ndarray:
+        """(n, dof_max) bool: which padded velocity slots are real joint velocities."""
+        return self.v_slots < self.nv
+
+    def links_of_type(self, joint_type: JointType) -> np.ndarray:
+        """Static indices of the links whose joint has `joint_type`."""
+        return np.flatnonzero(np.asarray(self.joint_types) == joint_type)
+
+    def q_columns(self, joint_type: JointType) -> np.ndarray:
+        """(k, nq_type) static indices into q for the links of `joint_type`."""
+        links = self.links_of_type(joint_type)
+        return np.asarray(self.idx_q)[links][:, None] + np.arange(JointType(joint_type).nq)
+
+    def v_columns(self, joint_type: JointType) -> np.ndarray:
+        """(k, nv_type) static indices into v for the links of `joint_type`."""
+        links = self.links_of_type(joint_type)
+        return np.asarray(self.idx_v)[links][:, None] + np.arange(JointType(joint_type).nv)
+
+
+def link_inertia(model: Model):
+    """Per-link data of the selected inboard interface: mass (n,), com (n, 3), inertia_com (n, 3, 3)."""
+    rows = jnp.arange(model.n_links)
+    sel = model.inboard_interface
+    return model.mass[rows, sel], model.com[rows, sel], model.inertia_com[rows, sel]
+
+
+def link_placement(model: Model):
+    """Pose of each link's joint frame in its parent frame: R (n, 3, 3), p (n, 3)."""
+    rows = jnp.arange(model.n_links)
+    sel = model.inboard_interface
+    return model.placement_rotation[rows, sel], model.placement_translation[rows, sel]

@@ -1,0 +1,245 @@
+"""Finite elements of a reeling tether on the normalised material coordinate s̄ = (s − s_P)/l ∈ [0, 1]
+(derivation in docs/tether.md §2–3).
+
+The deployed segment [s_P, s_M] (unstretched length l = s_M − s_P) is cut into n equal elements with
+n + 1 nodes at fixed s̄_i = i/n, so the shapes never change while the tether pays out or reels in.
+Nodes are *not* material points: a material point moves at v = ∂_t r̄ − w ∂_s̄ r̄ with the transport
+velocity w(s̄) = (ṡ_P + s̄ l̇)/l. Element k joins nodes k and k+1 (k = 0 … n−1); node 0 is the exit
+point C_P, node n the exit point C_M.
+
+Galerkin weighting of ρ Dv/Dt = ∂n/∂s + f gives, per node i (every term exact for linear elements):
+
+    (M r̈)_i + T_i = F_int,i + F_ext,i + R_i          (R_i: force of the bodies on the end nodes)
+
+    M        ρ l ∫ N_i N_j ds̄ (consistent) or its row-sum lumping
+    T_i      ρ l ∫ N_i [−2 w ∂_s̄ṙ̄ + (w w' − ∂_t w) ∂_s̄ r̄] ds̄ + ρ l w_i² [∂_s̄ r̄]_i   (transport terms)
+    F_int,i  n_i − n_{i−1}   (element tension vectors n_k = N_k τ_k)
+    F_ext,i  (M a_ext(r))_i  (exact for an acceleration field linear in r, e.g. gravity gradient)
+
+`jaxsoa.systems.tether.reels` adds the reels, the exit jump (thrust, Carnot loss) and the end bodies.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TetherParams:
+    """Tether material (scalars, traced: vmap / grad over them) and mesh (static).
+
+    rho: linear density per unstretched length [kg/m]; EA: axial stiffness [N]; alpha: Kelvin–Voigt
+    time constant [s] (N = EA (ε + α ε̇)); length: total material L [m], stored + deployed.
+    n_elements: elements of the deployed segment (n + 1 nodes); lumped: row-sum lumped mass matrix."""
+    rho: jax.Array
+    EA: jax.Array
+    alpha: jax.Array
+    length: jax.Array
+    n_elements: int = dataclasses.field(metadata=dict(static=True))
+    lumped: bool = dataclasses.field(default=False, metadata=dict(static=True))
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TetherState:
+    """r, v (n+1, 3): node positions and ∂_t r̄ (node velocities at fixed s̄, not material velocities);
+    s (2,): material coordinates (s_P, s_M) at the exit points; s_dot (2,): their rates."""
+    r: jax.Array
+    v: jax.Array
+    s: jax.Array
+    s_dot: jax.Array
+
+
+def tether_params(rho, EA, alpha, length, n_elements, lumped=False, dtype=jnp.float64) -> TetherParams:
+    """Host-side builder: validates every field (ValueError naming it) and casts to `dtype`."""
+    for name, value, ok in (("rho", rho, rho > 0), ("EA", EA, EA > 0), ("alpha", alpha, alpha >= 0),
+                            ("length", length, length > 0)):
+        if not (np.ndim(value) == 0 and np.isfinite(value) and ok):
+            raise ValueError(f"TetherParams.{name} must be a finite scalar ({'≥ 0' if name == 'alpha' else '> 0'}),"
+                             f" got {value!r}")
+    if not (isinstance(n_elements, int | np.integer) and n_elements >= 2):
+        raise ValueError(f"TetherParams.n_elements must be an int ≥ 2 (one interior node), got {n_elements!r}")
+    cast = lambda x: jnp.asarray(x, dtype)  # noqa: E731
+    return TetherParams(cast(rho), cast(EA), cast(alpha), cast(length), int(n_elements), bool(lumped))
+
+
+def straight_state(params: TetherParams, r_P, r_M, s, v_P=(0.0, 0.0, 0.0), v_M=(0.0, 0.0, 0.0),
+                   s_dot=(0.0, 0.0)) -> TetherState:
+    """Host-side builder of a straight tether from r_P to r_M (nodes evenly spaced, node velocities
+    interpolated from the ends); validates 0 ≤ s_P < s_M ≤ L (ValueError naming the field)."""
+    s = np.asarray(s, np.float64)
+    if s.shape != (2,) or not (0 <= s[0] < s[1] <= float(params.length)):
+        raise ValueError(f"TetherState.s must be (s_P, s_M) with 0 ≤ s_P < s_M ≤ L = {float(params.length)}, got {s}")
+    for name, x in (("r_P", r_P), ("r_M", r_M), ("v_P", v_P), ("v_M", v_M)):
+        if np.shape(x) != (3,):
+            raise ValueError(f"straight_state: {name} must have shape (3,), got {np.shape(x)}")
+    if np.shape(s_dot) != (2,):
+        raise ValueError(f"TetherState.s_dot must have shape (2,), got {np.shape(s_dot)}")
+    dtype = params.rho.dtype
+    sbar = np.linspace(0.0, 1.0, params.n_elements + 1)[:, None]
+    lerp = lambda a, b: jnp.asarray((1 - sbar) * np.asarray(a) + sbar * np.asarray(b), dtype)  # noqa: E731
+    return TetherState(lerp(r_P, r_M), lerp(v_P, v_M), jnp.asarray(s, dtype), jnp.asarray(s_dot, dtype))
+
+
+def check_tether_state(params: TetherParams, state: TetherState):
+    """Traced checks (`jax.experimental.checkify`) for states produced inside a program (a rollout, an
+    optimiser): 0 ≤ s_P < s_M ≤ L, no element of zero length (its tangent, hence τ and its gradient,
+    would be undefined), everything finite.
+
+        err, _ = jax.jit(checkify.checkify(check_tether_state))(params, state); err.throw()"""
+    checkify.check((state.s[0] >= 0) & (state.s[0] < state.s[1]) & (state.s[1] <= params.length),
+                   "tether material out of range: (s_P, s_M) = {s}, L = {L}", s=state.s, L=params.length)
+    checkify.check(jnp.all(jnp.linalg.norm(jnp.diff(state.r, axis=0), axis=1) > 0),
+                   "a tether element has zero length (coincident nodes)")
+    finite = [jnp.all(jnp.isfinite(x)) for x in (state.r, state.v, state.s, state.s_dot)]
+    checkify.check(jnp.all(jnp.stack(finite)), "non-finite tether state")
+
+
+# ---------------------------------------------------------------------------------------------
+# kinematics of the mesh
+
+def transport_velocity(state: TetherState, s_ddot):
+    """Nodal w_i = (ṡ_P + s̄_i l̇)/l and its rate ∂_t w|_s̄ = (s̈_P + s̄_i l̈)/l − w_i l̇/l, (n+1,) each;
+    w' = ∂_s̄ w = l̇/l is a scalar. s_ddot (2,): (s̈_P, s̈_M)."""
+    sbar = jnp.linspace(0.0, 1.0, state.r.shape[0], dtype=state.r.dtype)
+    l, l_dot, l_ddot = state.s[1] - state.s[0], state.s_dot[1] - state.s_dot[0], s_ddot[1] - s_ddot[0]
+    w = (state.s_dot[0] + sbar * l_dot) / l                        # w = (ṡ_P + s̄ l̇)/l
+    w_t = (s_ddot[0] + sbar * l_ddot) / l - w * l_dot / l           # ∂_t w at fixed s̄
+    return w, w_t, l_dot / l
+
+
+def element_strain(params: TetherParams, state: TetherState):
+    """Per element k: ε_k = |r̄'|/l − 1, material strain rate ε̇_k = (r̄'·ṙ̄')/(l|r̄'|) − (l̇/l)|r̄'|/l, and the
+    unit tangent τ_k (n, 3), with r̄' = n (r_{k+1} − r_k). Returns (eps (n,), eps_dot (n,), tau (n, 3))."""
+    n = params.n_elements
+    l, l_dot = state.s[1] - state.s[0], state.s_dot[1] - state.s_dot[0]
+    d, d_dot = n * jnp.diff(state.r, axis=0), n * jnp.diff(state.v, axis=0)          # r̄', ṙ̄'
+    stretch = jnp.linalg.norm(d, axis=1)                                            # |r̄'|
+    eps = stretch / l - 1
+    eps_dot = jnp.sum(d * d_dot, axis=1) / (l * stretch) - l_dot * stretch / l**2
+    return eps, eps_dot, d / stretch[:, None]
+
+
+def element_tension(params: TetherParams, eps, eps_dot):
+    """Kelvin–Voigt tension with slack: N = max(EA (ε + α ε̇), 0), (n,). Written `where(N > 0, N, 0)`, so
+    at N = 0 exactly jax.grad sees the slack branch (derivative 0); everywhere else the active branch."""
+    tension = params.EA * (eps + params.alpha * eps_dot)
+    return jnp.where(tension > 0, tension, jnp.zeros_like(tension))
+
+
+# ---------------------------------------------------------------------------------------------
+# Galerkin matrices and nodal forces
+
+def mass_bands(params: TetherParams, l):
+    """Tridiagonal mass matrix ρ l ∫ N_i N_j ds̄ as (diagonal (n+1,), off-diagonal (n,)): consistent
+    ρ l h [1/3, 2/3, …, 2/3, 1/3] and ρ l h/6, or lumped ρ l h [1/2, 1, …, 1, 1/2] and 0 (h = 1/n)."""
+    n = params.n_elements
+    ends = jnp.zeros(n + 1, l.dtype).at[0].set(1.0).at[-1].set(1.0)
+    weight = params.rho * l / n
+    if params.lumped:
+        return weight * (1 - ends / 2), jnp.zeros(n, l.dtype)
+    return weight * (2 - ends) / 3, weight * jnp.ones(n, l.dtype) / 6
+
+
+def mass_apply(diag, off, x):
+    """M x for the tridiagonal M = bands(diag, off) and x (n+1, 3)."""
+    out = diag[:, None] * x
+    out = out.at[:-1].add(off[:, None] * x[1:])
+    return out.at[1:].add(off[:, None] * x[:-1])
+
+
+def _element_weights(c, h):
+    """∫ N_i c ds̄ over each element for c linear between nodal values c (n+1,): node k and node k+1
+    shares h (c_k/3 + c_{k+1}/6) and h (c_k/6 + c_{k+1}/3), each (n,)."""
+    return h * (c[:-1] / 3 + c[1:] / 6), h * (c[:-1] / 6 + c[1:] / 3)
+
+
+def _scatter(left, right, vec):
+    """Assemble per-element nodal shares: node k gets left_k vec_k, node k+1 gets right_k vec_k."""
+    out = jnp.zeros((vec.shape[0] + 1, vec.shape[1]), vec.dtype)
+    return out.at[:-1].add(left[:, None] * vec).at[1:].add(right[:, None] * vec)
+
+
+def transport_forces(params: TetherParams, state: TetherState, s_ddot):
+    """T (n+1, 3): the inertia terms of a moving mesh, ρ l ∫ N_i [−2 w ṙ̄' + (w w' − ∂_t w) r̄'] ds̄ plus the
+    node jumps ρ l w_i² (r̄'_i − r̄'_{i−1}) of w² r̄'' at interior nodes (zero for a fixed length)."""
+    n = params.n_elements
+    l = state.s[1] - state.s[0]
+    w, w_t, w_s = transport_velocity(state, s_ddot)
+    d, d_dot = n * jnp.diff(state.r, axis=0), n * jnp.diff(state.v, axis=0)
+    out = _scatter(*_element_weights(-2 * w, 1.0 / n), d_dot)                  # −2 w ṙ̄'
+    out = out + _scatter(*_element_weights(w * w_s - w_t, 1.0 / n), d)         # (w w' − ∂_t w) r̄'
+    jump = jnp.zeros_like(state.r).at[1:-1].set(d[1:] - d[:-1])                 # [r̄'] at interior nodes
+    return params.rho * l * (out + w[:, None] ** 2 * jump)
+
+
+def internal_forces(tension, tau):
+    """F_int (n+1, 3): element k pulls node k by +N_k τ_k and node k+1 by −N_k τ_k."""
+    n_vec = tension[:, None] * tau
+    return jnp.zeros((tau.shape[0] + 1, 3), tau.dtype).at[:-1].add(n_vec).at[1:].add(-n_vec)
+
+
+def nodal_forces(params: TetherParams, state: TetherState, s_ddot, external_accel=None):
+    """Right-hand side F_int + F_ext − T of M r̈ = F_int + F_ext − T + R (n+1, 3), and the element
+    (eps, eps_dot, tau, tension) it used. `external_accel` (n+1, 3): a per-point acceleration field at the
+    nodes (e.g. gravity gradient −ω̄² A_f r_i); F_ext = M a_ext, exact for fields linear in r."""
+    eps, eps_dot, tau = element_strain(params, state)
+    tension = element_tension(params, eps, eps_dot)
+    rhs = internal_forces(tension, tau) - transport_forces(params, state, s_ddot)
+    if external_accel is not None:
+        rhs = rhs + mass_apply(*mass_bands(params, state.s[1] - state.s[0]), external_accel)
+    return rhs, (eps, eps_dot, tau, tension)
+
+
+# ---------------------------------------------------------------------------------------------
+# energies and momenta of the deployed segment
+
+def _transport_integrals(params: TetherParams, state: TetherState, field):
+    """Integrals with the transport velocity: (∫ w r̄' ds̄ (3,), ∫ w² |r̄'|² ds̄, r̄' (n, 3), and per element
+    ∫_elem w field ds̄ (n, 3) for a nodal field (n+1, 3) interpolated linearly)."""
+    n = params.n_elements
+    w, _, _ = transport_velocity(state, jnp.zeros_like(state.s))
+    d = n * jnp.diff(state.r, axis=0)
+    w_mean = (w[:-1] + w[1:]) / 2 / n                                                   # ∫_elem w ds̄
+    w2 = (w[:-1] ** 2 + w[:-1] * w[1:] + w[1:] ** 2) / 3 / n                            # ∫_elem w² ds̄
+    left, right = _element_weights(w, 1.0 / n)
+    w_field = left[:, None] * field[:-1] + right[:, None] * field[1:]                    # ∫_elem w field ds̄
+    return jnp.sum(w_mean[:, None] * d, axis=0), jnp.sum(w2 * jnp.sum(d * d, axis=1)), d, w_field
+
+
+def tether_kinetic_energy(params: TetherParams, state: TetherState):
+    """½ ρ l ∫ |ṙ̄ − w r̄'|² ds̄ = ½ ṙᵀ M ṙ − ρ l ∫ w ṙ̄·r̄' + ½ ρ l ∫ w² |r̄'|² (M consistent or lumped)."""
+    l = state.s[1] - state.s[0]
+    _, w2d2, d, w_v = _transport_integrals(params, state, state.v)
+    vMv = jnp.sum(state.v * mass_apply(*mass_bands(params, l), state.v))
+    return 0.5 * vMv + params.rho * l * (0.5 * w2d2 - jnp.sum(w_v * d))
+
+
+def elastic_energy(params: TetherParams, state: TetherState):
+    """U = Σ_k ½ EA max(ε_k, 0)² l/n (a slack element stores nothing)."""
+    eps, _, _ = element_strain(params, state)
+    l = state.s[1] - state.s[0]
+    return 0.5 * params.EA * jnp.sum(jnp.maximum(eps, 0) ** 2) * l / params.n_elements
+
+
+def viscous_dissipation_rate(params: TetherParams, state: TetherState):
+    """∫ (N − EA max(ε, 0)) ε̇ ds ≥ 0 for a taut Kelvin–Voigt tether (= EA α ε̇² per unit length)."""
+    eps, eps_dot, _ = element_strain(params, state)
+    tension = element_tension(params, eps, eps_dot)
+    l = state.s[1] - state.s[0]
+    return jnp.sum((tension - params.EA * jnp.maximum(eps, 0)) * eps_dot) * l / params.n_elements
+
+
+def tether_momentum(params: TetherParams, state: TetherState):
+    """Linear and angular momentum (about the origin) of the deployed material, ρ l ∫ (ṙ̄ − w r̄') ds̄ and
+    ρ l ∫ r̄ × (ṙ̄ − w r̄') ds̄, each (3,)."""
+    l = state.s[1] - state.s[0]
+    wd, _, d, w_r = _transport_integrals(params, state, state.r)
+    Mv = mass_apply(*mass_bands(params, l), state.v)
+    linear = jnp.sum(Mv, axis=0) - params.rho * l * wd
+    angular = jnp.sum(jnp.cross(state.r, Mv), axis=0) - params.rho * l * jnp.sum(jnp.cross(w_r, d), axis=0)
+    return linear, angular

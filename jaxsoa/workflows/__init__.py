@@ -1,0 +1,78 @@
+"""Things done with the engine: computed-torque control, inertial identification, sharded sweeps and their result
+files."""
+
+from jaxsoa.workflows import control, identification, results, sharding
+from jaxsoa.workflows.control import (
+    PDGains,
+    commanded_acceleration,
+    computed_torque,
+    computed_torque_free_floating,
+    critically_damped_gains,
+)
+from jaxsoa.workflows.identification import (
+    BaseParameters,
+    Fit,
+    base_parameters,
+    check_physical_consistency,
+    condition_number,
+    fit_log_cholesky,
+    least_squares,
+    log_cholesky_factor,
+    log_cholesky_from_parameters,
+    parameters_from_log_cholesky,
+    parameters_from_pseudo_inertia,
+    physical_consistency,
+    pseudo_inertia,
+    regression_loss,
+    residual_weights,
+)
+from jaxsoa.workflows.results import METADATA_KEY, QUANTILES, flatten, read_results, summarize, write_results
+from jaxsoa.workflows.sharding import (
+    AXIS,
+    DEFAULT_CHUNK_PER_DEVICE,
+    batch_count,
+    chunk_length,
+    device_mesh,
+    initialize_distributed,
+    sharded_map,
+)
+
+__all__ = [
+    "AXIS",
+    "DEFAULT_CHUNK_PER_DEVICE",
+    "METADATA_KEY",
+    "QUANTILES",
+    "BaseParameters",
+    "Fit",
+    "PDGains",
+    "base_parameters",
+    "batch_count",
+    "check_physical_consistency",
+    "chunk_length",
+    "commanded_acceleration",
+    "computed_torque",
+    "computed_torque_free_floating",
+    "condition_number",
+    "control",
+    "critically_damped_gains",
+    "device_mesh",
+    "fit_log_cholesky",
+    "flatten",
+    "identification",
+    "initialize_distributed",
+    "least_squares",
+    "log_cholesky_factor",
+    "log_cholesky_from_parameters",
+    "parameters_from_log_cholesky",
+    "parameters_from_pseudo_inertia",
+    "physical_consistency",
+    "pseudo_inertia",
+    "read_results",
+    "regression_loss",
+    "residual_weights",
+    "results",
+    "sharded_map",
+    "sharding",
+    "summarize",
+    "write_results",
+]
