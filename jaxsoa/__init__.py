@@ -20,9 +20,9 @@ from jaxsoa import (
 from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, generalized_gravity, nonlinear_effects, rnea
 from jaxsoa.algorithms.free_floating import (
     aba_free_floating,
-    rnea_free_floating,
     from_virtual_base_state,
     generalized_jacobian,
+    rnea_free_floating,
     to_virtual_base_state,
     with_virtual_base,
 )
@@ -44,21 +44,19 @@ from jaxsoa.algorithms.operators import (
     transfer_operator,
     transfer_operator_virtual,
 )
-from jaxsoa.constraints.closure import (
+from jaxsoa.constraints import (
     LoopClosure,
     check_closure,
     constraint_bias,
     constraint_error,
     constraint_jacobian,
     diagnose_closure,
-    loop_closure,
-    stack_closures,
-)
-from jaxsoa.constraints.dynamics import (
     forward_dynamics_constrained,
     inverse_dynamics_constrained,
+    loop_closure,
     project_state,
     project_velocity,
+    stack_closures,
 )
 from jaxsoa.integrators.rollout import Trajectory, rollout, rollout_constrained, rollout_switching
 from jaxsoa.integrators.steps import ode_rk4_step, rk4_step, semi_implicit_euler_step
@@ -69,7 +67,7 @@ from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import path_matrix, tree_traversal
 from jaxsoa.topology.configuration_parameters import topology_from_configuration, topology_from_configuration_traced
-from jaxsoa.workflows.control import computed_torque, critically_damped_gains, computed_torque_free_floating
+from jaxsoa.workflows.control import computed_torque, computed_torque_free_floating, critically_damped_gains
 
 __all__ = [
     "JointType",
@@ -77,6 +75,7 @@ __all__ = [
     "Model",
     "Trajectory",
     "aba",
+    "aba_free_floating",
     "algorithms",
     "build_model",
     "center_of_mass",
@@ -84,9 +83,8 @@ __all__ = [
     "check_closure",
     "composite_inertias",
     "computed_torque",
+    "computed_torque_free_floating",
     "configuration_derivative",
-    "forward_dynamics_constrained",
-    "inverse_dynamics_constrained",
     "constraint_bias",
     "constraint_error",
     "constraint_jacobian",
@@ -94,18 +92,17 @@ __all__ = [
     "crba",
     "critically_damped_gains",
     "diagnose_closure",
+    "forward_dynamics_constrained",
     "forward_dynamics_innovations",
     "forward_dynamics_operator",
     "forward_kinematics",
     "frame_jacobian",
-    "aba_free_floating",
-    "computed_torque_free_floating",
-    "rnea_free_floating",
     "from_virtual_base_state",
     "generalized_gravity",
     "generalized_jacobian",
     "integrate",
     "integrators",
+    "inverse_dynamics_constrained",
     "inverse_dynamics_operator",
     "io",
     "joint_jacobians",
@@ -124,6 +121,7 @@ __all__ = [
     "random_configuration",
     "rk4_step",
     "rnea",
+    "rnea_free_floating",
     "rollout",
     "rollout_constrained",
     "rollout_switching",

@@ -179,3 +179,22 @@ def test_relative_imports_resolve_like_python():
         == ["jaxsoa.systems.orbit.a", "jaxsoa.systems.tether.b"]
     assert [n for _, n in imported_names("jaxsoa.systems", "from .tether import fem\n", is_package=True)] \
         == ["jaxsoa.systems.tether.fem"]
+
+
+def test_engine_imports_without_plotting_or_experiment_packages():
+    """`import jaxsoa` and every module under it in a process where matplotlib, chex, sims and
+    experiments cannot be imported (a sys.modules entry of None makes `import` raise ImportError):
+    the engine depends on none of them (pyproject: matplotlib is an extra, chex is not declared)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pkgutil, importlib\n"
+            "for name in ('matplotlib', 'chex', 'sims', 'experiments'): sys.modules[name] = None\n"
+            "import jaxsoa\n"
+            "names = [m.name for m in pkgutil.walk_packages(jaxsoa.__path__, 'jaxsoa.')]\n"
+            "for name in names: importlib.import_module(name)\n"
+            "print(len(names))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=pathlib.Path(__file__).parents[1])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert int(proc.stdout.split()[-1]) >= 40                    # every module was imported

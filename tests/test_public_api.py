@@ -80,19 +80,39 @@ def _states(model, rng, n_states=2, extra=None):
     return out
 
 
-def _systems():
-    rng = np.random.default_rng(0)
+def _tree(rng):
     R, P, S = JointType.REVOLUTE, JointType.PRISMATIC, JointType.SPHERICAL
-    tree = build_jaxsoa(random_tree(rng, 4, link_types=(R, S, P, R)))
-    free = build_jaxsoa(random_tree(rng, 4, link_types=(JointType.FREE, R, P, R)))
+    model = build_jaxsoa(random_tree(rng, 4, link_types=(R, S, P, R)))
+    return SimpleNamespace(model=model, states=_states(model, rng))
+
+
+def _free(rng):
+    R, P = JointType.REVOLUTE, JointType.PRISMATIC
+    model = build_jaxsoa(random_tree(rng, 4, link_types=(JointType.FREE, R, P, R)))
     arm = lambda r: dict(arm=jnp.asarray(r.normal(size=3)), arm_v=jnp.asarray(r.normal(size=3)))  # noqa: E731
+    return SimpleNamespace(model=model, states=_states(model, rng, extra=arm))
 
-    from sims import dual_arm_grasp, dual_arm_spacecraft
 
-    loop_model, closure = dual_arm_grasp.model_and_closure(gravity=(0.0, 0.0, -9.81))
+def _hinge(rng):
+    R, P = JointType.REVOLUTE, JointType.PRISMATIC
+    model = build_jaxsoa(random_tree(rng, 3, link_types=(R, P, R)))
+    return SimpleNamespace(model=model, states=_states(model, rng))
+
+
+def _loop(rng):
+    from sims import dual_arm_grasp
+
+    model, closure = dual_arm_grasp.model_and_closure(gravity=(0.0, 0.0, -9.81))
     q0 = jnp.asarray(dual_arm_grasp.Q0, jnp.float64)
-    loop_states = [dict(q=q0 + 1e-3 * k, v=jnp.asarray(rng.normal(size=loop_model.nv)),
-                        tau=jnp.asarray(rng.normal(size=loop_model.nv))) for k in range(2)]
+    states = [dict(q=q0 + 1e-3 * k, v=jnp.asarray(rng.normal(size=model.nv)),
+                   tau=jnp.asarray(rng.normal(size=model.nv))) for k in range(2)]
+    return SimpleNamespace(model=model, closure=closure, states=states, topology=dual_arm_grasp.topology(),
+                           configuration=dual_arm_grasp.CONFIGURATION)
+
+
+def _design(rng):
+    from sims import dual_arm_spacecraft
+
     design = dual_arm_spacecraft.design()
     configurations = jnp.asarray(np.stack([dual_arm_spacecraft.configuration(k) for k in (1, 2, 3)]), jnp.int32)
     first = topology.topology_from_configuration(dual_arm_spacecraft.IDS, configurations[0])
@@ -101,23 +121,31 @@ def _systems():
                                   np.broadcast_to(np.eye(3), (s, n_if, 3, 3)), np.zeros((s, n_if, 3)),
                                   np.zeros((s, n_if)), np.zeros((s, n_if, 3)), np.zeros((s, n_if, 3, 3)),
                                   inboard_interface=first.inboard_interface, dtype=jnp.float64)
-    regressors = [jnp.asarray(rng.normal(size=(30, 40))) for _ in range(2)]     # Y (m, 10 n) of the tree's θ
-    return SimpleNamespace(
-        tree=SimpleNamespace(model=tree, states=_states(tree, rng)),
-        free=SimpleNamespace(model=free, states=_states(free, rng, extra=arm)),
-        loop=SimpleNamespace(model=loop_model, closure=closure, states=loop_states,
-                             topology=dual_arm_grasp.topology(), configuration=dual_arm_grasp.CONFIGURATION),
-        design=SimpleNamespace(template=template, arrays=topology.design_arrays(design),
-                               configurations=configurations, ids=jnp.asarray(dual_arm_spacecraft.IDS, jnp.int32),
-                               states=_states(template, rng)),
-        ident=SimpleNamespace(Y=regressors, columns=np.arange(20), theta=algorithms.inertial_parameters(tree)),
-        **_domain_systems(rng),
-    )
+    return SimpleNamespace(template=template, arrays=topology.design_arrays(design), configurations=configurations,
+                           ids=jnp.asarray(dual_arm_spacecraft.IDS, jnp.int32), states=_states(template, rng))
+
+
+def _ident(rng):
+    """Stand-in regressors Y (m, 10 n) for the tree's θ (n, 10): the identification maths is generic."""
+    return SimpleNamespace(Y=[jnp.asarray(rng.normal(size=(30, 40))) for _ in range(2)], columns=np.arange(20),
+                           theta=jnp.asarray(np.tile([2.0, 0.1, -0.2, 0.3, 0.5, 0.01, 0.6, -0.02, 0.03, 0.7], (4, 1))))
+
+
+class Systems:
+    """The small systems, each built on first use by `_<name>(rng)` with its own seeded generator."""
+
+    def __getattr__(self, name):
+        build = globals().get(f"_{name}")
+        if build is None:
+            raise AttributeError(name)
+        value = build(np.random.default_rng(sum(map(ord, name))))
+        setattr(self, name, value)
+        return value
 
 
 @pytest.fixture(scope="session")
 def sy():
-    return _systems()
+    return Systems()
 
 
 @pytest.fixture(scope="session")
@@ -156,7 +184,7 @@ def on(fn, system, fields, vmap=True, **static):
 def with_closure(fn, fields, vmap=True, **static):
     """Case fn(model, *fields, closure) on the closed-loop grasp."""
     fields = fields.split()
-    return Case(lambda model, *args: fn(model, *args[:-1], args[-1], **static),
+    return Case(functools.partial(fn, **static) if static else fn,
                 lambda sy, k: (sy.loop.model, *(sy.loop.states[k][f] for f in fields), sy.loop.closure),
                 (None, *(0,) * len(fields), None) if vmap else None)
 
@@ -177,6 +205,7 @@ def scalar(value, step=1.0):
 
 
 def rotation(sy, k):
+    """Argument maker: a rotation matrix (different for each state k)."""
     return spatial.exp_so3(jnp.asarray([0.3, -0.2, 0.5]) * (k + 1))
 
 
@@ -456,58 +485,69 @@ def _workflows_cases():
 # ---------------------------------------------------------------------------------------------
 # the domain systems
 
-def _domain_systems(rng):
-    from jaxsoa.systems import flexible, orbit, tether
-    from sims import stewart_gas, tethered_robot
+def _orbit(rng):
+    from jaxsoa.systems import orbit
 
-    orb = jax.tree_util.tree_map(jnp.asarray, orbit.circular_orbit()._replace(e=0.05, mean_anomaly0=0.3))
+    return jax.tree_util.tree_map(jnp.asarray, orbit.circular_orbit()._replace(e=0.05, mean_anomaly0=0.3))
+
+
+def _tether(rng):
+    from jaxsoa.systems import tether
+
     params = tether.tether_params(rho=2e-3, EA=2.5, alpha=0.05, length=2000.0, n_elements=4)
-    tethers = []
+    states = []
     for k in range(2):
         straight = tether.straight_state(params, (0.0, 0.0, 0.0), (3.0, 1.0, 100.0 + k), (10.0, 110.0 + k),
                                          v_M=(0.01, 0.0, 0.02), s_dot=(0.1, -0.2))
         bend = jnp.asarray(rng.normal(0.0, 0.5, (params.n_elements - 1, 3)))
-        tethers.append(dataclasses.replace(straight, r=straight.r.at[1:-1].add(bend),
-                                           v=straight.v + jnp.asarray(rng.normal(0.0, 0.01, straight.v.shape))))
+        states.append(dataclasses.replace(straight, r=straight.r.at[1:-1].add(bend),
+                                          v=straight.v + jnp.asarray(rng.normal(0.0, 0.01, straight.v.shape))))
     inputs = tether.tether_inputs(reel_accel=(0.01, -0.02), reel_force=(0.1, 0.2), reel_damping=(0.5, 0.5),
                                   force_driven=(True, False))
-    robot = tethered_robot.build(orbit=orb)
-    robot_states = []
-    for k in range(2):                     # the robot 40 m out along x; the tether's ends follow the bodies
-        q_P, q_M = jaxsoa.neutral(robot.platform), jaxsoa.neutral(robot.robot).at[0].set(40.0 + k)
-        v_P, v_M = (jnp.asarray(rng.normal(0.0, 0.01, m.nv)) for m in (robot.platform, robot.robot))
-        line = tether.straight_state(robot.tether, (0.6, 0.0, 0.0), (39.8 + k, 0.0, 0.0), (10.0, 49.2 + k),
-                                     s_dot=(0.1, -0.1))
-        robot_states.append(tether.TetheredRobotState(q_P, v_P, q_M, v_M, line))
-    q_ref = tuple(jnp.asarray(rng.normal(0.0, 0.1, m.nv - 6)) for m in (robot.platform, robot.robot))
+    return SimpleNamespace(params=params, states=states, inputs=inputs, law=tether.reel_law(),
+                           times=(jnp.asarray(100.0), jnp.asarray(300.0)))
 
-    R, P = JointType.REVOLUTE, JointType.PRISMATIC
-    hinge = build_jaxsoa(random_tree(rng, 3, link_types=(R, P, R)))
-    beams = {1: flexible.Beam(length=0.6, bending_stiffness=30.0, mass_per_length=2.0, n_segments=2,
-                              damping=0.01)}
+
+def _robot(rng):
+    from jaxsoa.systems import tether
+    from sims import tethered_robot
+
+    system = tethered_robot.build(orbit=_orbit(rng))
+    states = []
+    for k in range(2):                     # the robot 40 m out along x; the tether's ends follow the bodies
+        q_P, q_M = jaxsoa.neutral(system.platform), jaxsoa.neutral(system.robot).at[0].set(40.0 + k)
+        v_P, v_M = (jnp.asarray(rng.normal(0.0, 0.01, m.nv)) for m in (system.platform, system.robot))
+        line = tether.straight_state(system.tether, (0.6, 0.0, 0.0), (39.8 + k, 0.0, 0.0), (10.0, 49.2 + k),
+                                     s_dot=(0.1, -0.1))
+        states.append(tether.TetheredRobotState(q_P, v_P, q_M, v_M, line))
+    q_ref = tuple(jnp.asarray(rng.normal(0.0, 0.1, m.nv - 6)) for m in (system.platform, system.robot))
+    return SimpleNamespace(system=system, states=states, q_ref=q_ref, inputs=_tether(rng).inputs)
+
+
+def _flexible(rng):
+    from jaxsoa.systems import flexible
+
+    R = JointType.REVOLUTE
+    beams = {1: flexible.Beam(length=0.6, bending_stiffness=30.0, mass_per_length=2.0, n_segments=2, damping=0.01)}
     arm = random_tree(rng, 3, link_types=(R, R, R))
     arm["placement_translation"][arm["parent"] == 1] = (beams[1].length, 0.0, 0.0)     # children at the tip
     fm = flexible.flexible_model(arm, beams)
     rm = flexible.reduce(fm, 2, beams)
+    n_q, n_v = len(rm.q_rigid) + rm.basis.shape[1], rm.T.shape[1]
+    reduced_states = [dict(q=jnp.asarray(rng.normal(0.0, 0.3, n_q)), v=jnp.asarray(rng.normal(0.0, 0.3, n_v)),
+                           tau=jnp.asarray(rng.normal(0.0, 0.3, n_v))) for _ in range(2)]
     modes = flexible.hub_beam_modes(flexible.Beam(1.0, 1.0, 1.0, 1, damping=0.01), 3, hub_inertia=1.0)
-    platform = stewart_gas.build()
+    return SimpleNamespace(model=fm, states=_states(fm.model, rng), reduced=rm, reduced_states=reduced_states,
+                           modes=modes)
+
+
+def _stewart(rng):
+    from sims import stewart_gas
+
     poses = [(jnp.asarray(stewart_gas.HOME) + 0.02 * k, spatial.exp_so3(jnp.asarray([0.02, -0.01, 0.03]) * (k + 1)),
               jnp.asarray(rng.normal(0.0, 0.1, 6)), jnp.asarray(rng.normal(0.0, 0.1, 6)),
               jnp.asarray(rng.normal(0.0, 1e4, 6))) for k in range(2)]
-    return dict(
-        orbit=orb,
-        tether=SimpleNamespace(params=params, states=tethers, inputs=inputs, law=tether.reel_law(),
-                               times=(jnp.asarray(100.0), jnp.asarray(300.0))),
-        robot=SimpleNamespace(system=robot, states=robot_states, q_ref=q_ref, inputs=inputs),
-        hinge=SimpleNamespace(model=hinge, states=_states(hinge, rng)),
-        flexible=SimpleNamespace(model=fm, states=_states(fm.model, rng), reduced=rm, modes=modes,
-                                 reduced_states=[dict(q=jnp.asarray(rng.normal(0.0, 0.3, len(rm.q_rigid)
-                                                                                        + rm.basis.shape[1])),
-                                                      v=jnp.asarray(rng.normal(0.0, 0.3, rm.T.shape[1])),
-                                                      tau=jnp.asarray(rng.normal(0.0, 0.3, rm.T.shape[1])))
-                                                 for _ in range(2)]),
-        stewart=SimpleNamespace(params=platform, poses=poses),
-    )
+    return SimpleNamespace(params=stewart_gas.build(), poses=poses)
 
 
 def _systems_cases():
@@ -706,10 +746,37 @@ def _systems_cases():
 CASES = {**_spatial_cases(), **_multibody_cases(), **_algorithms_cases(), **_constraints_cases(),
          **_topology_cases(), **_integrators_cases(), **_workflows_cases(), **_systems_cases()}
 
-# cases that compile for many seconds on one core (coupled tether dynamics, rollouts, optimisers)
-SLOW = {"algorithms.random_regressor", "integrators.rollout", "integrators.rollout_constrained",
-        "integrators.rollout_switching", "systems.stewart.simulate", "systems.tether.forward_dynamics_coupled",
-        "systems.tether.rk4_step_coupled", "workflows.fit_log_cholesky"}
+# cases and types that take more than a second on one core (a large program to compile, or a system that
+# takes seconds to build: the grasp, the reconfigurable spacecraft, the tethered robot, the Stewart platform,
+# the flexible arm) carry the `slow` marker
+SLOW = {f"{package}.{name}" for package, names in {
+    "algorithms": """aba aba_free_floating bias_operator body_regressor center_of_mass centroidal_momentum crba
+        forward_dynamics_innovations forward_dynamics_operator frame_jacobian from_virtual_base_state
+        generalized_force generalized_gravity generalized_jacobian hub_response innovations_factors
+        inverse_dynamics_operator joint_jacobians joint_torque_regressor mass_matrix_operator
+        nonlinear_effects operator_terms random_regressor spatial_momentum""",
+    "constraints": """ClosureDiagnosis LoopClosure check_closure closure_terms constraint_bias constraint_error
+        constraint_jacobian forward_dynamics_constrained inverse_dynamics_constrained
+        inverse_mass_columns project_state project_velocity stack_closures""",
+    "integrators": """TopologySchedule rk4_step rollout rollout_constrained rollout_switching
+        semi_implicit_euler_step""",
+    "multibody": """check_model configuration_derivative random_configuration""",
+    "systems.flexible": """FlexibleModel HubBeamModes ReducedModel elastic_forces expand forward_dynamics
+        forward_dynamics_driven forward_dynamics_modal forward_dynamics_reduced inverse_dynamics
+        mechanical_energy modal_bias modal_driven_dynamics modal_energy modal_mass_matrix
+        modal_tip_deflection natural_frequencies rotating_frequencies tip_position""",
+    "systems.orbit": """eci_to_orbital gravity_gradient_rate gravity_gradient_wrenches""",
+    "systems.stewart": """StewartParams check_pose forward_dynamics gas_springs generalized_forces inverse_dynamics
+        inverse_dynamics_light_leg jacobian leg_lengths leg_motion path_state platform_wrench
+        pose_status simulate task_space_mass_matrix without_leg_inertia""",
+    "systems.tether": """TetheredRobot TetheredRobotState check_tether_state chord_libration commanded_rate end_coupling
+        exit_point forward_dynamics_coupled rk4_step_coupled rk4_step_dumbbell stored_mass
+        tether_dynamics total_momentum with_exit_nodes""",
+    "topology": """ConfigurationTopology DesignArrays apply_configuration cut_interfaces interface_inertias
+        remap_state topology_from_configuration_traced""",
+    "workflows": """check_physical_consistency computed_torque computed_torque_free_floating fit_log_cholesky
+        least_squares""",
+}.items() for name in names.split()}
 
 
 # class -> an instance: the eager result of a case (its name) or made from the systems
@@ -844,10 +911,15 @@ def test_every_public_name_is_covered():
     stale = sorted(set.union(*listed) - set(api))
     assert not missing, f"public names neither covered nor listed as host-only: {missing}"
     assert not stale, f"entries for names that are not public: {stale}"
+    assert SLOW <= set(CASES) | set(TYPES), sorted(SLOW - set(CASES) - set(TYPES))
     assert all(inspect.isclass(api[name]) for name in TYPES)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(CASES)])
+def _marked(names, slow):
+    return [pytest.param(n, marks=pytest.mark.slow) if slow(n) else n for n in sorted(names)]
+
+
+@pytest.mark.parametrize("name", _marked(CASES, lambda n: n in SLOW))
 def test_jit_matches_eager(name, sy, eager):
     case = CASES[name]
     if case.in_axes is None:
@@ -861,7 +933,7 @@ def test_jit_matches_eager(name, sy, eager):
         assert_same(jax.tree_util.tree_map(lambda x, k=k: x[k], out), eager(name, k))
 
 
-@pytest.mark.parametrize("name", sorted(TYPES))
+@pytest.mark.parametrize("name", _marked(TYPES, lambda n: n in SLOW or TYPES[n] in SLOW))
 def test_types_are_registered_pytrees(name, sy, eager):
     instance = eager(TYPES[name]) if isinstance(TYPES[name], str) else TYPES[name](sy)
     assert isinstance(instance, public_api()[name])

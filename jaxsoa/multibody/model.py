@@ -35,15 +35,15 @@ from jaxsoa.multibody.traversal import Traversal, tree_traversal
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Model:
-    traversal: Traversal
-    inboard_interface: jax.Array
-    placement_rotation: jax.Array
-    placement_translation: jax.Array
-    mass: jax.Array
-    com: jax.Array
-    inertia_com: jax.Array
-    joint_axis: jax.Array
-    gravity: jax.Array
+    traversal: Traversal                   # parent (n,) and its derived order, carried (not rebuilt)
+    inboard_interface: jax.Array           # (n,) int
+    placement_rotation: jax.Array          # (n, n_if, 3, 3)
+    placement_translation: jax.Array       # (n, n_if, 3)
+    mass: jax.Array                        # (n, n_if)
+    com: jax.Array                         # (n, n_if, 3)
+    inertia_com: jax.Array                 # (n, n_if, 3, 3)
+    joint_axis: jax.Array                  # (n, 3)
+    gravity: jax.Array                     # (3,)
     joint_types: tuple = dataclasses.field(metadata=dict(static=True))
     link_names: tuple = dataclasses.field(metadata=dict(static=True))
     link_joint_names: tuple = dataclasses.field(metadata=dict(static=True))

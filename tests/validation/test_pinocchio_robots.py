@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from tests.helpers.trees import (
     fext_to_pinocchio,
     jaxsoa_dynamics,

@@ -10,7 +10,6 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from jax.experimental import checkify
-from tests.helpers.trees import build_jaxsoa, build_pinocchio, coordinate_maps, counting, link_map, random_tree
 
 import jaxsoa
 from experiments import identify_inertia
@@ -18,6 +17,7 @@ from jaxsoa.algorithms import regressor
 from jaxsoa.multibody.build import validate_inertia
 from jaxsoa.workflows import identification as identify
 from sims import space_arm_7dof as arm
+from tests.helpers.trees import build_jaxsoa, build_pinocchio, coordinate_maps, counting, link_map, random_tree
 
 batched_regressor = jax.jit(jax.vmap(regressor.joint_torque_regressor, in_axes=(None, 0, 0, 0)))
 single_regressor = jax.jit(regressor.joint_torque_regressor)

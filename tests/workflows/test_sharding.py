@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.helpers.trees import counting
 
 from experiments import sweep
 from jaxsoa import aba_free_floating
@@ -28,6 +27,7 @@ from jaxsoa.workflows import sharding
 from jaxsoa.workflows.results import read_results, summarize, write_results
 from sims import dual_arm_spacecraft as dual
 from sims import stewart_gas
+from tests.helpers.trees import counting
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ import jax
 import numpy as np
 from jaxsoa.workflows.sharding import initialize_distributed, sharded_map
 from experiments import sweep
-from test_sharding import dual_arm_dynamics
+from tests.workflows.test_sharding import dual_arm_dynamics
 from tests.helpers.trees import counting
 
 port, out = sys.argv[1], sys.argv[2]
@@ -97,7 +97,7 @@ def test_four_devices_match_unsharded(tmp_path):
     """4 fake CPU devices (and `jax.distributed.initialize` with one process, through the experiment's
     CLI): the sharded sweep equals the one-device sweep and `jit(vmap)`, with 11 samples in chunks of 4
     (not a multiple of devices × chunk), and compiles once."""
-    env = {**os.environ, "JAX_ENABLE_X64": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
+    env = {**os.environ, "JAX_ENABLE_X64": "1", "PYTHONPATH": str(ROOT),
            "XLA_FLAGS": f"--xla_force_host_platform_device_count=4 {os.environ.get('XLA_FLAGS', '')}"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SUBPROCESS), str(free_port()), str(tmp_path)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

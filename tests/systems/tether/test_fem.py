@@ -14,7 +14,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import checkify
-from tests.helpers.trees import counting
 
 from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.systems.tether.fem import (
@@ -33,6 +32,7 @@ from jaxsoa.systems.tether.reels import (
     tether_dynamics,
     tether_inputs,
 )
+from tests.helpers.trees import counting
 
 
 @partial(jax.jit, static_argnames=("n_steps",))
