@@ -3,7 +3,7 @@
 The top level holds the core engine names; each layer is also a namespace (`jaxsoa.spatial`,
 `jaxsoa.multibody`, `jaxsoa.algorithms`, `jaxsoa.constraints`, `jaxsoa.topology`,
 `jaxsoa.integrators`, `jaxsoa.systems`, `jaxsoa.workflows`, `jaxsoa.io`); the layers and the import
-rule are in docs/architecture.md.
+rule are written down in the docs folder (the architecture page).
 """
 
 from jaxsoa import (
