@@ -18,6 +18,7 @@ from jaxsoa.algorithms.kinematics import (
     to_slots,
     world_acceleration,
 )
+from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import inward, outward, path_matrix
 from jaxsoa.spatial.algebra import (
@@ -40,6 +41,7 @@ def _bias_forces(I, v_links, f_ext):
     return b if f_ext is None else b - f_ext
 
 
+@entry_point(q='q', v='v', a='v', f_ext='f_ext')
 def rnea(model: Model, q, v, a, f_ext=None):
     """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext, (nv,)."""
     frames, S = joint_frames(model, q), motion_subspaces(model)
@@ -57,17 +59,20 @@ def rnea(model: Model, q, v, a, f_ext=None):
     return from_slots(model, tau_slots)
 
 
+@entry_point(q='q', v='v')
 def nonlinear_effects(model: Model, q, v):
     """C(q, v) v + g(q) (Pinocchio's `nonLinearEffects`), (nv,)."""
     return rnea(model, q, v, jnp.zeros_like(v))
 
 
+@entry_point(q='q')
 def generalized_gravity(model: Model, q):
     """g(q) (Pinocchio's `computeGeneralizedGravity`), (nv,)."""
     zero = jnp.zeros(model.nv, model.gravity.dtype)
     return rnea(model, q, zero, zero)
 
 
+@entry_point(q='q', f_ext='f_ext')
 def generalized_force(model: Model, q, f_ext):
     """Generalized force Σ_k J_kᵀ f_ext,k (nv,) of link wrenches f_ext (n, 6), from two RNEAs at
     rest: τ = RNEA(q, 0, 0) − RNEA(q, 0, 0, f_ext) (gravity cancels)."""
@@ -80,6 +85,7 @@ def _inverse_small(D):
     return 1.0 / D if D.shape[-1] == 1 else jnp.linalg.inv(D)
 
 
+@entry_point(q='q', v='v', tau='v', f_ext='f_ext')
 def aba(model: Model, q, v, tau, f_ext=None):
     """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm,
     written with the innovations factors 𝒫, D, G, ε, ν of docs/derivations.md. Returns (nv,)."""
@@ -126,6 +132,7 @@ def _outward_accelerations(model, frames, S, coriolis, G, nu):
     return qdd_slots
 
 
+@entry_point(q='q')
 def composite_inertias(model: Model, q):
     """(n, 6, 6) composite inertia of each link's subtree in the link frame:
     Ic(k) = M(k) + Σ_c φ(k,c) Ic(c) φᵀ(k,c)."""
@@ -140,6 +147,7 @@ def composite_inertias(model: Model, q):
     return inward(model.traversal, step, (*joint_frames(model, q), I), jnp.zeros((6, 6), I.dtype))
 
 
+@entry_point(q='q')
 def crba(model: Model, q):
     """Joint-space mass matrix M(q) (nv, nv) from composite inertias (`composite_inertias`):
     M[i, j] = S_iᵀ Ic_j S_j in world axes for every link i on the path from j to the root

@@ -25,6 +25,7 @@ import numpy as np
 
 from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, rnea
 from jaxsoa.algorithms.kinematics import frame_jacobian, link_motion, link_spatial_inertia, world_acceleration
+from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.build import build_model
 from jaxsoa.multibody.joints import JointType, motion_subspace
 from jaxsoa.multibody.model import Model
@@ -53,6 +54,7 @@ def base_and_joint_dofs(model: Model) -> DofSplit:
     return DofSplit(base, np.setdiff1d(np.arange(model.nv), base))
 
 
+@entry_point(q='q', v='v', tau_joints='joints', f_ext='f_ext')
 def aba_free_floating(model: Model, q, v, tau_joints, f_ext=None):
     """Forward dynamics with no generalized force on the hub: (nq,), (nv,), (nv − 6,) -> (nv,)."""
     _, joint_dofs = base_and_joint_dofs(model)
@@ -68,6 +70,7 @@ class FreeFloatingInverseDynamics(NamedTuple):
     base_wrench: jnp.ndarray
 
 
+@entry_point(q='q', v='v', qdd_joints='joints', f_ext='f_ext')
 def rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
     """Joint torques for given joint accelerations with the hub free (momentum conserved)."""
     base_dofs, joint_dofs = base_and_joint_dofs(model)
@@ -87,6 +90,7 @@ def rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloati
     return FreeFloatingInverseDynamics(tau[joint_dofs], qdd[base_dofs], wrench)
 
 
+@entry_point(q='q')
 def hub_response(model: Model, q):
     """(6, nv − 6) M_bb⁻¹ M_bm: with zero system momentum the hub moves at v_hub = −M_bb⁻¹ M_bm q̇_m
     ([v; ω], hub frame) when the joints move at q̇_m."""
@@ -95,6 +99,7 @@ def hub_response(model: Model, q):
     return jnp.linalg.solve(M[np.ix_(base_dofs, base_dofs)], M[np.ix_(base_dofs, joint_dofs)])
 
 
+@entry_point(q='q', link='link')
 def generalized_jacobian(model: Model, q, link: int, reference="local_world_aligned"):
     """(6, nv − 6) map from joint rates to the twist of `link` with the hub free and the system
     momentum zero: J* = J_m − J_b M_bb⁻¹ M_bm."""

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.multibody import joints
+from jaxsoa.multibody.arguments import entry_point, nan_unless
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model, link_inertia, link_placement
 from jaxsoa.multibody.traversal import outward, path_matrix
@@ -93,6 +94,7 @@ class LinkPlacements(NamedTuple):
     p_world_link: jax.Array
 
 
+@entry_point(q='q')
 def forward_kinematics(model: Model, q) -> LinkPlacements:
     """q -> R_world_link (n, 3, 3), p_world_link (n, 3): oMi = oMparent ∘ parentMi."""
     R_parent_child, p_parent_child = joint_frames(model, q)
@@ -135,16 +137,19 @@ def link_motion(model: Model, q, v, a, a_root) -> LinkMotion:
                        to_slots(model, a), a_root)
 
 
+@entry_point(q='q', v='v')
 def link_velocities(model: Model, q, v):
     """(n, 6) spatial velocity of each link in its own frame (Pinocchio's `data.v`)."""
     return link_motion(model, q, v, jnp.zeros_like(v), jnp.zeros(6, v.dtype)).velocity
 
 
+@entry_point(q='q', v='v', a='v')
 def link_accelerations(model: Model, q, v, a):
     """(n, 6) spatial acceleration of each link in its own frame, gravity excluded (`data.a`)."""
     return link_motion(model, q, v, a, jnp.zeros(6, v.dtype)).acceleration
 
 
+@entry_point(q='q')
 def joint_jacobians(model: Model, q, reference="world"):
     """(n, 6, nv) Jacobians of every link's spatial velocity, `[angular; linear]` rows
     (Pinocchio's `computeJointJacobians` + `getJointJacobian` for all joints at once).
@@ -166,9 +171,12 @@ def joint_jacobians(model: Model, q, reference="world"):
     return to_link(R_world_link, p_world_link, J_world)
 
 
+@entry_point(q='q', link='link')
 def frame_jacobian(model: Model, q, link: int, reference="local"):
-    """(6, nv) Jacobian of link `link`'s spatial velocity; see `joint_jacobians`."""
-    return joint_jacobians(model, q, reference)[link]
+    """(6, nv) Jacobian of link `link`'s spatial velocity; see `joint_jacobians`. A traced `link`
+    outside [0, n) gives NaN (a static one raises `ValueError`)."""
+    J = joint_jacobians(model, q, reference)[link]
+    return J if isinstance(link, int) else nan_unless((link >= 0) & (link < model.n_links), J)
 
 
 def welded_to_world(model: Model):
@@ -177,6 +185,7 @@ def welded_to_world(model: Model):
     return ~jnp.any(path_matrix(model.traversal) & moving[:, None], axis=0)
 
 
+@entry_point(q='q')
 def center_of_mass(model: Model, q):
     """(3,) centre of mass of the links that can move, in the world frame: Σ m_k c_k / Σ m_k.
     Links welded to the world (a fixed base) are left out, as in Pinocchio's `centerOfMass`."""
@@ -187,6 +196,7 @@ def center_of_mass(model: Model, q):
     return jnp.sum(mass[:, None] * com_world, 0) / jnp.sum(mass)
 
 
+@entry_point(q='q', v='v')
 def spatial_momentum(model: Model, q, v):
     """(6,) total spatial momentum [angular; linear] about the world origin, world axes:
     h = Σ X*_world_k I_k V_k."""
@@ -196,6 +206,7 @@ def spatial_momentum(model: Model, q, v):
     return jnp.sum(act_force(R_world_link, p_world_link, h_links), 0)
 
 
+@entry_point(q='q', v='v')
 def centroidal_momentum(model: Model, q, v):
     """(6,) spatial momentum about the centre of mass, world axes (Pinocchio's `data.hg`, with
     `[angular; linear]` order): n_G = n_O − c × p."""

@@ -42,6 +42,7 @@ from jaxsoa.algorithms.kinematics import (
     to_slots,
     world_acceleration,
 )
+from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import inward, path_matrix
 from jaxsoa.spatial.algebra import cross_force, cross_motion, force_transform, inv_act_motion, se3_inverse
@@ -65,6 +66,7 @@ def block_diag(blocks):
 # ---------------------------------------------------------------------------------------------
 # the transfer operator
 
+@entry_point(q='q')
 def transfer_operator_virtual(model: Model, q):
     """φ_o (6n, 6n): block (i, j) = X*_i_j = (X*_world_i)⁻¹ X*_world_j for EVERY pair (i, j),
     as if each link were inboard of every other. Needs only the world poses of the links."""
@@ -81,6 +83,7 @@ def path_selector(model: Model):
     return jnp.kron(P, jnp.ones((6, 6), P.dtype))
 
 
+@entry_point(q='q')
 def transfer_operator(model: Model, q):
     """φ = P_s ⊙ φ_o (6n, 6n): block (i, j) = φ(i, j) where link i is on link j's path to the
     root, zero elsewhere."""
@@ -100,6 +103,7 @@ class OperatorTerms(NamedTuple):
     V: jax.Array
 
 
+@entry_point(q='q', v='v')
 def operator_terms(model: Model, q, v, phi=None) -> OperatorTerms:
     """`OperatorTerms` at (q, v); `phi` overrides the transfer operator."""
     n = model.n_links
@@ -135,6 +139,7 @@ def _padded_bias(t: OperatorTerms, f_ext):
 # ---------------------------------------------------------------------------------------------
 # operator-form dynamics
 
+@entry_point(q='q')
 def mass_matrix_operator(model: Model, q, phi=None):
     """𝓜 = H φ M φᵀ Hᵀ (nv, nv). `phi` overrides the transfer operator (e.g. the unmasked φ_o)."""
     v = jnp.zeros(model.nv, model.joint_axis.dtype)
@@ -143,12 +148,14 @@ def mass_matrix_operator(model: Model, q, phi=None):
     return M_pad[index][:, index]
 
 
+@entry_point(q='q', v='v', f_ext='f_ext')
 def bias_operator(model: Model, q, v, f_ext=None):
     """C(q, v) = H φ (M (φᵀ a + α_g) + b − f_ext) (nv,): Coriolis, centrifugal, gravity and
     external forces (`f_ext` (n, 6) link-frame wrenches or None)."""
     return from_slots(model, _padded_bias(operator_terms(model, q, v), f_ext).reshape(model.n_links, -1))
 
 
+@entry_point(q='q', v='v', a='v', f_ext='f_ext')
 def inverse_dynamics_operator(model: Model, q, v, a, f_ext=None):
     """T = 𝓜 θ̈ + C, evaluated as the operator chain α = φᵀ (Hᵀ θ̈ + a) + α_g,
     f = φ (M α + b − f_ext), T = H f. Returns (nv,)."""
@@ -161,6 +168,7 @@ def inverse_dynamics_operator(model: Model, q, v, a, f_ext=None):
     return from_slots(model, (t.H @ (t.phi @ f)).reshape(model.n_links, -1))
 
 
+@entry_point(q='q', v='v', tau='v', f_ext='f_ext')
 def forward_dynamics_operator(model: Model, q, v, tau, f_ext=None):
     """θ̈ = 𝓜⁻¹ (T − C) by a dense (Cholesky) solve of the operator-form mass matrix. (nv,)."""
     t = operator_terms(model, q, v)
@@ -189,6 +197,7 @@ class InnovationsFactors(NamedTuple):
     E: jax.Array
 
 
+@entry_point(q='q')
 def innovations_factors(model: Model, q) -> InnovationsFactors:
     """`InnovationsFactors` at q.
 
@@ -228,6 +237,7 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
                               D_inv=block_diag(D_inv), psi=psi, tau_bar=block_diag(tau_bar), E=E)
 
 
+@entry_point(q='q', v='v', tau='v', f_ext='f_ext')
 def forward_dynamics_innovations(model: Model, q, v, tau, f_ext=None):
     """θ̈ = (I − HψK)ᵀ D⁻¹ (I − HψK) (T − C), the innovations form of 𝓜⁻¹, dense. (nv,)."""
     fac = innovations_factors(model, q)

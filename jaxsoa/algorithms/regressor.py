@@ -30,6 +30,7 @@ from jaxsoa.algorithms.kinematics import (
     motion_subspaces,
     world_acceleration,
 )
+from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.config_space import random_configuration
 from jaxsoa.multibody.model import Model, link_inertia
 from jaxsoa.multibody.traversal import path_matrix
@@ -105,6 +106,7 @@ def body_regressor(velocity, acceleration):
     return jax.jacfwd(wrench)(jnp.zeros(N_PARAMETERS, velocity.dtype))
 
 
+@entry_point(q='q', v='v', a='v')
 def joint_torque_regressor(model: Model, q, v, a):
     """Y (nv, 10 n) with τ = rnea(model, q, v, a) = Y θ.reshape(-1) for every θ (module doc)."""
     v_links, a_links = link_motion(model, q, v, a, world_acceleration(model))   # α includes −g

@@ -30,6 +30,7 @@ import numpy as np
 from jax.experimental import checkify
 
 from jaxsoa.algorithms.kinematics import forward_kinematics, joint_jacobians, link_motion
+from jaxsoa.multibody.arguments import default_dtype, entry_point
 from jaxsoa.multibody.model import Model
 from jaxsoa.spatial.algebra import act_motion, cross_motion, inv_act_motion, mat_vec, se3_compose, se3_inverse
 from jaxsoa.spatial.rotation import log_so3
@@ -76,7 +77,7 @@ def loop_closure(link_a, link_b, X_a_cut, X_b_cut, cut_type, axis=(0.0, 0.0, 1.0
     "spherical" or "revolute" (about `axis`, given in the cut frame: the cut frames are rotated so
     that their z axis is `axis`). planar=True keeps only the rows of motion in the cut x-y plane
     (revolute: linear x, y; weld: angular z, linear x, y). `model`, if given, checks link indices
-    and sets the default dtype (else float32, as `build_model`). ValueError names `name` and the field."""
+    and sets the default dtype (else JAX's default float, as `build_model`). ValueError names `name` and the field."""
     if cut_type not in CUT_TYPES:
         raise ValueError(f"{name}: field 'cut_type' = {cut_type!r} is not one of {CUT_TYPES}")
     if (cut_type, bool(planar)) not in _ROWS:
@@ -102,7 +103,7 @@ def loop_closure(link_a, link_b, X_a_cut, X_b_cut, cut_type, axis=(0.0, 0.0, 1.0
     basis = np.zeros((6, 6))
     rows = list(_ROWS[(cut_type, bool(planar))])
     basis[rows, rows] = 1.0
-    dtype = dtype or (jnp.float32 if model is None else model.joint_axis.dtype)
+    dtype = default_dtype(dtype) if model is None or dtype is not None else model.dtype
     (R_a, p_a), (R_b, p_b) = frames
 
     def arr(x):
@@ -177,6 +178,7 @@ class ClosureTerms(NamedTuple):
     bias: jax.Array
 
 
+@entry_point(q='q', v='v', closure='closure')
 def closure_terms(model: Model, q, v, closure: LoopClosure) -> ClosureTerms:
     """`ClosureTerms` at (q, v), sharing one forward-kinematics and one motion pass."""
     link_poses = forward_kinematics(model, q)
@@ -185,16 +187,19 @@ def closure_terms(model: Model, q, v, closure: LoopClosure) -> ClosureTerms:
                         _bias(model, q, v, closure, link_poses, X_world_cb))
 
 
+@entry_point(q='q', closure='closure')
 def constraint_error(model: Model, q, closure: LoopClosure):
     """(6·n_cuts,) position error e = basis · [e_rot; R_abᵀ p_ab] of each cut (module docstring)."""
     return _error(closure, *_cut_poses(closure, *forward_kinematics(model, q)))
 
 
+@entry_point(q='q', closure='closure')
 def constraint_jacobian(model: Model, q, closure: LoopClosure):
     """G_c (6·n_cuts, nv): G_c v = basis · V_rel, V_rel = X_cb_world (V_b − V_a) (module docstring)."""
     return _jacobian(model, q, closure, _cut_poses(closure, *forward_kinematics(model, q))[1])
 
 
+@entry_point(q='q', v='v', closure='closure')
 def constraint_bias(model: Model, q, v, closure: LoopClosure):
     """Ġ_c v (6·n_cuts,): the relative acceleration of the cut at q̈ = 0,
     basis · (X_cb_world (A_b − A_a) − V_b ×m V_rel), A_k world-frame spatial accelerations."""
@@ -202,6 +207,7 @@ def constraint_bias(model: Model, q, v, closure: LoopClosure):
     return _bias(model, q, v, closure, link_poses, _cut_poses(closure, *link_poses)[1])
 
 
+@entry_point(q='q', closure='closure')
 def check_closure(model: Model, q, closure: LoopClosure, tol=1e-6):
     """checkify check: every active cut's position error is below `tol` (a closure whose frames do
     not meet — an inconsistent loop or a configuration far off the constraint manifold)."""
@@ -227,6 +233,7 @@ class ClosureDiagnosis(NamedTuple):
     error: float
 
 
+@entry_point(q='q', closure='closure')
 def diagnose_closure(model: Model, q, closure: LoopClosure, rcond=1e-10) -> ClosureDiagnosis:
     """Host-side rank analysis of G_c at q (`ClosureDiagnosis`); singular values below
     `rcond` · σ_max count as zero."""

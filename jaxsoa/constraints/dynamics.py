@@ -30,6 +30,7 @@ from jaxsoa.constraints.closure import (
     constraint_error,
     constraint_jacobian,
 )
+from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.config_space import integrate
 from jaxsoa.multibody.model import Model
 
@@ -60,6 +61,7 @@ class ConstrainedDynamics(NamedTuple):
     lam: jax.Array
 
 
+@entry_point(q='q', v='v', tau='v', closure='closure', f_ext='f_ext')
 def forward_dynamics_constrained(model: Model, q, v, tau, closure: LoopClosure, f_ext=None, *, baumgarte=None,
                                  method="recursive", rcond=None) -> ConstrainedDynamics:
     """`ConstrainedDynamics` (q̈, λ) of the closed-loop system (module docstring). `baumgarte` =
@@ -91,6 +93,7 @@ class ConstrainedInverseDynamics(NamedTuple):
     rank: jax.Array
 
 
+@entry_point(q='q', v='v', qdd='v', closure='closure', actuated='mask_v', f_ext='f_ext')
 def inverse_dynamics_constrained(model: Model, q, v, qdd, closure: LoopClosure, actuated, f_ext=None, *,
                                  rcond=None) -> ConstrainedInverseDynamics:
     """Torques of the actuated joints and multipliers that produce q̈ with the passive joints
@@ -105,6 +108,7 @@ def inverse_dynamics_constrained(model: Model, q, v, qdd, closure: LoopClosure, 
     return ConstrainedInverseDynamics(x[: model.nv] * mask, x[model.nv:], jnp.sum(sigma > rtol * sigma[0]))
 
 
+@entry_point(q='q', v='v', closure='closure')
 def project_velocity(model: Model, q, v, closure: LoopClosure, rcond=None):
     """Plastic impact onto the constraint: v⁺ = v − M⁻¹ Gᵀ (G M⁻¹ Gᵀ)⁺ G v, the M-orthogonal
     projection (the velocity after an inelastic impulse at the cut; G v⁺ = 0). (nv,)."""
@@ -114,6 +118,7 @@ def project_velocity(model: Model, q, v, closure: LoopClosure, rcond=None):
     return v - Minv_Gt @ impulse
 
 
+@entry_point(q='q', v='v', closure='closure')
 def project_state(model: Model, q, v, closure: LoopClosure, iterations=3, rcond=None):
     """(q, v) moved onto the constraint manifold: `iterations` Gauss–Newton steps
     q ← q ⊕ (−G⁺ e) (minimum-norm correction), then `project_velocity`."""

@@ -13,24 +13,52 @@ changing them does not recompile.
 `checkpoint=True` rematerialises each step in the backward pass (memory O(1) per step for long
 differentiable horizons); a `jax.checkpoint_policies` policy (e.g.
 `jax.checkpoint_policies.nothing_saveable`) checkpoints each step with that policy instead.
+
+Validity: `Trajectory.first_nonfinite` / `.finite` report the first non-finite step (an invalid
+traced topology NaN-marks its model, so it shows up there too); `checks=True` adds checkify checks
+of the models, q0 and the trajectory — run such a rollout as
+`checkify.checkify(partial(rollout, checks=True))(...)`. Leading batch axes on q0 / v0 run the
+rollout per sample (`jaxsoa.multibody.arguments`).
 """
 
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import checkify
 
 from jaxsoa.constraints.closure import LoopClosure
 from jaxsoa.constraints.dynamics import forward_dynamics_constrained, project_velocity
 from jaxsoa.integrators.steps import rk4_step
+from jaxsoa.multibody.arguments import entry_point
+from jaxsoa.multibody.checks import check_configuration, check_model
 from jaxsoa.multibody.model import Model
 from jaxsoa.topology.reconfigure import DesignArrays, apply_configuration, remap_state
 
 
 class Trajectory(NamedTuple):
-    """States at t_k = k dt, k = 0 … n_steps, initial state first: q (n_steps+1, nq), v (n_steps+1, nv)."""
+    """States at t_k = k dt, k = 0 … n_steps, initial state first: q (n_steps+1, nq), v (n_steps+1, nv)
+    (leading batch axes first for a batched call). `first_nonfinite` is the first step whose state
+    has a NaN or inf entry (−1 if none); `finite` says whether there is none."""
     q: jax.Array
     v: jax.Array
+
+    @property
+    def first_nonfinite(self) -> jax.Array:
+        """() int32 (batch shape for a batch): first k with a non-finite q_k or v_k, −1 if none."""
+        bad = ~(jnp.all(jnp.isfinite(self.q), axis=-1) & jnp.all(jnp.isfinite(self.v), axis=-1))
+        return jnp.where(jnp.any(bad, axis=-1), jnp.argmax(bad, axis=-1), -1).astype(jnp.int32)
+
+    @property
+    def finite(self) -> jax.Array:
+        """() bool: every state of the trajectory is finite."""
+        return self.first_nonfinite < 0
+
+
+def check_trajectory(trajectory: Trajectory):
+    """checkify check that every state is finite, naming the first non-finite step."""
+    checkify.check(trajectory.finite, "rollout state is non-finite from step {k} on (t = k dt; NaN or inf in q or v)",
+                   k=trajectory.first_nonfinite)
 
 
 class TopologySchedule(NamedTuple):
@@ -61,6 +89,20 @@ def rollout_steps(advance, x0, dt, n_steps, *, checkpoint=False):
     return jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), x0, xs)
 
 
+def _checked(trajectory: Trajectory, checks: bool, model: Model, models: Model, q0) -> Trajectory:
+    """With `checks`, add the checkify checks of a rollout: `check_model` of every model used
+    (`models`, batched along a leading axis when it differs from `model`), `check_configuration`
+    of q0 and `check_trajectory` (run the rollout under `checkify.checkify`)."""
+    if checks:
+        if models is model:
+            check_model(model)
+        else:
+            jax.vmap(check_model)(models)
+        check_configuration(model, q0)
+        check_trajectory(trajectory)
+    return trajectory
+
+
 def _rollout(phase, q0, v0, control, dt, n_steps, *, step, checkpoint, control_at_stages) -> Trajectory:
     """The multibody step body on `rollout_steps`. phase(k, q, v) -> (model, dynamics or None, q, v):
     what holds during step k and the state after the map at its start (None: the step's own ABA)."""
@@ -76,17 +118,20 @@ def _rollout(phase, q0, v0, control, dt, n_steps, *, step, checkpoint, control_a
     return rollout_steps(advance, Trajectory(q0, v0), dt, n_steps, checkpoint=checkpoint)
 
 
+@entry_point(q0='q', v0='v', dt='dt', n_steps='steps')
 def rollout(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, checkpoint=False,
-            control_at_stages=False) -> Trajectory:
+            control_at_stages=False, checks=False) -> Trajectory:
     """Simulate `n_steps` steps of `step` (default `rk4_step` with ABA) under `control(t, q, v)`.
     q0 (nq,), v0 (nv,). Options as in the module docstring."""
-    return _rollout(lambda k, q, v: (model, None, q, v), q0, v0, control, dt, n_steps, step=step,
-                    checkpoint=checkpoint, control_at_stages=control_at_stages)
+    trajectory = _rollout(lambda k, q, v: (model, None, q, v), q0, v0, control, dt, n_steps, step=step,
+                          checkpoint=checkpoint, control_at_stages=control_at_stages)
+    return _checked(trajectory, checks, model, model, q0)
 
 
+@entry_point(closure='closure', q0='q', v0='v', dt='dt', n_steps='steps')
 def rollout_constrained(model: Model, closure: LoopClosure, q0, v0, control, dt, n_steps, *, active=None,
                         impact=True, baumgarte=None, method="recursive", rcond=None, step=rk4_step,
-                        checkpoint=False, control_at_stages=False) -> Trajectory:
+                        checkpoint=False, control_at_stages=False, checks=False) -> Trajectory:
     """Rollout of the closed-loop dynamics (`forward_dynamics_constrained` with `baumgarte`, `method`,
     `rcond`). active (n_steps, n_cuts) bool: which cuts hold during each step (default
     `closure.active` throughout), so grasping at t1 and releasing at t2 is data, not a recompile.
@@ -107,13 +152,15 @@ def rollout_constrained(model: Model, closure: LoopClosure, q0, v0, control, dt,
 
         return model, dynamics, q, v
 
-    return _rollout(phase, q0, v0, control, dt, n_steps, step=step, checkpoint=checkpoint,
-                    control_at_stages=control_at_stages)
+    trajectory = _rollout(phase, q0, v0, control, dt, n_steps, step=step, checkpoint=checkpoint,
+                          control_at_stages=control_at_stages)
+    return _checked(trajectory, checks, model, model, q0)
 
 
+@entry_point(q0='q', v0='v', dt='dt', n_steps='steps')
 def rollout_switching(template: Model, arrays: DesignArrays, q0, v0, control, dt, n_steps, *,
                       schedule: TopologySchedule, link_ids=None, step=rk4_step, checkpoint=False,
-                      control_at_stages=False) -> Trajectory:
+                      control_at_stages=False, checks=False) -> Trajectory:
     """Rollout through topology switches (a reconfigurable model: `template` and `arrays` of
     `jaxsoa.topology.reconfigure`). The K models of `schedule` are built once with
     `apply_configuration`; during step k the model of its segment holds, and at a switch the state
@@ -132,5 +179,6 @@ def rollout_switching(template: Model, arrays: DesignArrays, q0, v0, control, dt
         q, v = remap_state(model, models.inboard_interface[j_before], q, v)
         return model, None, q, v
 
-    return _rollout(phase, q0, v0, control, dt, n_steps, step=step, checkpoint=checkpoint,
-                    control_at_stages=control_at_stages)
+    trajectory = _rollout(phase, q0, v0, control, dt, n_steps, step=step, checkpoint=checkpoint,
+                          control_at_stages=control_at_stages)
+    return _checked(trajectory, checks, template, models, q0)

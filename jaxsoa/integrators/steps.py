@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.algorithms.dynamics import aba
+from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.config_space import dexp_inv, integrate
 from jaxsoa.multibody.model import Model
 
@@ -84,6 +85,7 @@ def _force_at(tau):
     return tau if callable(tau) else (lambda offset, q, v: tau)
 
 
+@entry_point(q='q', v='v', tau='v', dt='dt')
 def rk4_step(model: Model, q, v, tau, dt, *, dynamics=aba, tableau=RK4):
     """One Runge–Kutta step on the configuration manifold (Runge–Kutta–Munthe-Kaas): the scheme of
     `ode_rk4_step` on the tangent increment (δ, δv), zero at the start of the step, with stages
@@ -105,6 +107,7 @@ def rk4_step(model: Model, q, v, tau, dt, *, dynamics=aba, tableau=RK4):
     return integrate(model, q, dq), v + dv
 
 
+@entry_point(q='q', v='v', tau='v', dt='dt')
 def semi_implicit_euler_step(model: Model, q, v, tau, dt, *, dynamics=aba):
     """v_{n+1} = v_n + dt q̈(q_n, v_n, τ);  q_{n+1} = q_n ⊕ dt v_{n+1} (symplectic Euler), q̈ from
     `dynamics` (ABA). `tau` as in `rk4_step` (a function is evaluated once, at the start of the step)."""

@@ -4,6 +4,7 @@ and the field, because traced code cannot raise."""
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.multibody.arguments import default_dtype
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import tree_traversal
@@ -59,42 +60,95 @@ def validate_inertia(mass, inertia_com, link_names, tol=1e-12):
                                  f"(principal moments {eig})")
 
 
+def _integers(name, values, link_names=None):
+    """(n,) int64 from integer-valued input (bool, fractional and non-numeric entries are refused)."""
+    x = np.asarray(values)
+    if x.ndim != 1:
+        raise ValueError(f"field '{name}' must be a 1-D sequence of integers, got shape {x.shape}")
+    if x.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(x) | (x != np.round(np.nan_to_num(x))))
+        if bad.size:
+            where = f"link '{link_names[bad[0]]}': " if link_names is not None and bad[0] < len(link_names) else ""
+            raise ValueError(f"{where}field '{name}' = {x[bad[0]]} is not an integer")
+    elif x.dtype.kind not in "iu" and x.size:
+        raise TypeError(f"field '{name}' must hold integers, got dtype {x.dtype}")
+    return x.astype(np.int64)
+
+
+def _real(name, value, shapes):
+    """Float64 copy of a real-valued field, with its shape one of `shapes` (TypeError for a
+    non-float array: an array's dtype is the caller's choice, so only float32/float64 arrays and
+    plain Python numbers are taken)."""
+    if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__jax_array__") or hasattr(value, "dtype"):
+        dtype = np.dtype(getattr(value, "dtype", np.float64))
+        if dtype not in (np.float32, np.float64):
+            raise TypeError(f"field '{name}' must be a float32 or float64 array, got dtype {dtype}")
+    try:
+        x = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"field '{name}' must be real numbers: {err}") from None
+    if x.shape not in shapes:
+        raise ValueError(f"field '{name}' has shape {x.shape}, expected " + " or ".join(map(str, shapes)))
+    return x
+
+
+def _check_carries_inertia(mass, inertia_com):
+    """At least one link must carry mass or inertia (else every dynamics call divides by zero). A
+    single massless link is valid (a frame-only link; a massless leaf on a moving joint makes M(q)
+    singular but leaves kinematics usable, as in Pinocchio)."""
+    if not (np.any(mass != 0) or np.any(inertia_com != 0)):
+        raise ValueError("fields 'mass' and 'inertia_com' are zero for every link: the model has no inertia")
+
+
 def build_model(parent, joint_types, joint_axis, placement_rotation, placement_translation, mass,
                 com, inertia_com, *, inboard_interface=None, link_names=None, link_joint_names=None,
-                gravity=STANDARD_GRAVITY, dtype=jnp.float32, strategy="sequential", unroll=1):
+                gravity=STANDARD_GRAVITY, dtype=None, strategy="sequential", unroll=1):
     """Validate host-side arrays and return a `Model` (see `jaxsoa.multibody.model` for the shapes)
     carrying the traversal of `parent` built with `strategy` and `unroll` (see `tree_traversal`).
 
-    Per-interface fields may omit the interface axis (one interface per link).
+    Per-interface fields may omit the interface axis (one interface per link). `dtype` defaults to
+    JAX's default float (float64 under `jax_enable_x64`). Every field is checked for its shape,
+    integer-ness (parent, joint types, inboard interface) and finiteness, and the inertias for
+    physical consistency; a bad field raises `ValueError` (`TypeError` for a wrong dtype) naming
+    the link and the field.
     """
-    parent = np.asarray(parent, dtype=np.int64)
+    parent = _integers("parent", parent)
     n = parent.shape[0]
+    if n == 0:
+        raise ValueError("field 'parent' is empty: a model needs at least one link")
     link_names = tuple(link_names or (f"link{k}" for k in range(n)))
     link_joint_names = tuple(link_joint_names or (f"joint{k}" for k in range(n)))
-    joint_types = tuple(int(t) for t in joint_types)
     if len(joint_types) != n or len(link_names) != n or len(link_joint_names) != n:
-        raise ValueError("fields 'joint_types', 'link_names', 'link_joint_names' need one entry per link")
+        raise ValueError(f"fields 'joint_types', 'link_names', 'link_joint_names' need one entry per link "
+                         f"({n}), got {len(joint_types)}, {len(link_names)}, {len(link_joint_names)}")
+    if len(set(link_names)) != n:
+        raise ValueError("field 'link_names' has duplicate names")
+    joint_types = _integers("joint_types", [int(t) if isinstance(t, JointType) else t for t in joint_types],
+                            link_names)
     for k, t in enumerate(joint_types):
         if t not in tuple(JointType):
             raise ValueError(f"link '{link_names[k]}': field 'joint_types' = {t} is not a joint type")
-    joint_types = tuple(JointType(t) for t in joint_types)
+    joint_types = tuple(JointType(int(t)) for t in joint_types)
     validate_parent(parent, link_names)
+    mass = np.asarray(mass) if isinstance(mass, (list, tuple)) else mass
+    n_if = np.shape(mass)[1] if np.ndim(mass) == 2 and np.shape(mass)[1] > 0 else 1
 
-    def per_interface(x, tail):
-        x = np.asarray(x, dtype=np.float64)
+    def per_interface(name, x, tail):
+        x = _real(name, x, [(n, *tail), (n, n_if, *tail)])
         return x[:, None] if x.ndim == 1 + len(tail) else x
 
-    mass = per_interface(mass, ())
-    com = per_interface(com, (3,))
-    inertia_com = per_interface(inertia_com, (3, 3))
-    placement_rotation = per_interface(placement_rotation, (3, 3))
-    placement_translation = per_interface(placement_translation, (3,))
-    joint_axis = np.asarray(joint_axis, dtype=np.float64)
+    mass = per_interface("mass", mass, ())
+    com = per_interface("com", com, (3,))
+    inertia_com = per_interface("inertia_com", inertia_com, (3, 3))
+    placement_rotation = per_interface("placement_rotation", placement_rotation, (3, 3))
+    placement_translation = per_interface("placement_translation", placement_translation, (3,))
+    joint_axis = _real("joint_axis", joint_axis, [(n, 3)])
+    gravity = _real("gravity", gravity, [(3,)])
+    if not np.all(np.isfinite(gravity)):
+        raise ValueError(f"field 'gravity' = {gravity} is not finite")
     fields = dict(mass=mass, com=com, inertia_com=inertia_com, joint_axis=joint_axis,
                   placement_rotation=placement_rotation, placement_translation=placement_translation)
     for name, value in fields.items():
-        if value.shape[0] != n:
-            raise ValueError(f"field '{name}' has {value.shape[0]} rows, expected {n} links")
         _check_finite(name, value, link_names)
     validate_inertia(mass, inertia_com, link_names)
     for k, t in enumerate(joint_types):
@@ -105,11 +159,16 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
             if np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) < 0:
                 raise ValueError(f"link '{link_names[k]}' (interface {i}): field "
                                  "'placement_rotation' is not a rotation matrix")
-    n_if = mass.shape[1]
-    inboard_interface = np.zeros(n, np.int64) if inboard_interface is None else np.asarray(inboard_interface)
+    inboard_interface = np.zeros(n, np.int64) if inboard_interface is None else \
+        _integers("inboard_interface", inboard_interface, link_names)
+    if inboard_interface.shape != (n,):
+        raise ValueError(f"field 'inboard_interface' has shape {inboard_interface.shape}, expected {(n,)}")
     for k, i in enumerate(inboard_interface):
         if not 0 <= i < n_if:
             raise ValueError(f"link '{link_names[k]}': field 'inboard_interface' = {i} out of range")
+    _check_carries_inertia(mass, inertia_com)
+
+    dtype = default_dtype(dtype)
 
     def arr(x):
         return jnp.asarray(x, dtype=dtype)

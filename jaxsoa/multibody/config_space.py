@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.spatial.algebra import skew
@@ -125,6 +126,7 @@ def random_configuration(model: Model, key, angle_range=jnp.pi, position_range=1
     return q
 
 
+@entry_point(q='q', v='v')
 def integrate(model: Model, q, v):
     """q ⊕ v: q + v for 1-DoF joints, q ⊗ exp(ω) for spherical joints and the SE(3) exponential
     of the body twist (v, ω) for free joints (Pinocchio's `integrate`). (nq,), (nv,) -> (nq,)."""
@@ -135,6 +137,7 @@ def integrate(model: Model, q, v):
     return out
 
 
+@entry_point(q='q', v='v')
 def configuration_derivative(model: Model, q, v):
     """q̇ (nq,) for velocity v: θ̇ for 1-DoF joints, ½ q ⊗ (ω, 0) for quaternions and
     ṗ = R v_linear for free-joint positions."""
@@ -142,6 +145,7 @@ def configuration_derivative(model: Model, q, v):
                    (jnp.ones((), v.dtype),))[1]
 
 
+@entry_point(delta='v', v='v')
 def dexp_inv(model: Model, delta, v):
     """Rate of the tangent coordinate δ (q(t) = q ⊕ δ(t)) for body velocity v:
     δ̇ = v + ½ [δ, v] + 1/12 [δ, [δ, v]] (dexp⁻¹ truncated; the next term is O(|δ|⁴)), with the

@@ -62,6 +62,11 @@ class Model:
         return dataclasses.replace(self, traversal=tree_traversal(parent, strategy, unroll))
 
     @property
+    def dtype(self):
+        """Floating dtype of the model's arrays: the precision every computation on it runs in."""
+        return self.mass.dtype
+
+    @property
     def n_links(self) -> int:
         return len(self.joint_types)
 

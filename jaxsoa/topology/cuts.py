@@ -6,7 +6,6 @@ parameters into those of the cut tree (both ends of every cut made free ends), a
 builds the `jaxsoa.constraints.closure.LoopClosure` of the recorded cuts from the links' interface frames.
 """
 
-import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.constraints.closure import loop_closure, stack_closures
@@ -24,7 +23,7 @@ def cut_interfaces(interfaces, topology, xp=np):
     return xp.where(cut[0] | cut[1], xp.zeros_like(interfaces), interfaces)
 
 
-def closure_from_topology(design, topology, dtype=jnp.float64):
+def closure_from_topology(design, topology, dtype=None):
     """Host: the recorded cuts of ``topology`` (host or traced, padding −1 ignored) -> `LoopClosure`
     (n_cuts rows, in the topology's cut order), with the cut frames taken from ``design`` (a
     `jaxsoa.topology.reconfigure.LinkDesign`): link k's frame is its inboard interface's frame, so the cut frame

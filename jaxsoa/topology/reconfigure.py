@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.multibody.arguments import default_dtype, nan_unless
 from jaxsoa.multibody.build import STANDARD_GRAVITY, build_model
 from jaxsoa.multibody.config_space import neutral
 from jaxsoa.multibody.joints import JointType
@@ -73,8 +74,8 @@ class DesignArrays(NamedTuple):
     root_translation: jax.Array
 
 
-def design_arrays(design: LinkDesign, dtype=jnp.float64) -> DesignArrays:
-    return DesignArrays(*(jnp.asarray(getattr(design, f), dtype) for f in DesignArrays._fields))
+def design_arrays(design: LinkDesign, dtype=None) -> DesignArrays:
+    return DesignArrays(*(jnp.asarray(getattr(design, f), default_dtype(dtype)) for f in DesignArrays._fields))
 
 
 def interface_inertias(arrays: DesignArrays):
@@ -89,7 +90,10 @@ def interface_inertias(arrays: DesignArrays):
 
 def apply_configuration(template: Model, arrays: DesignArrays, interfaces, link_ids=None) -> Model:
     """Model for configuration parameters ``interfaces (s, n_if)`` (traced), from a template with the
-    static layout (joint types, names) of `reconfigurable_model`. See the module doc."""
+    static layout (joint types, names) of `reconfigurable_model`. See the module doc. Invalid
+    parameters (``topology_from_configuration_traced(...).valid`` False) give a model whose masses
+    are NaN: every dynamics result and rollout on it is then NaN (`Trajectory.first_nonfinite` = 0),
+    and `jaxsoa.multibody.checks.model_valid` is False."""
     top = topology_from_configuration_traced(interfaces, link_ids=link_ids)
     R, p = arrays.interface_rotation, arrays.interface_translation
     s, n_if = R.shape[:2]
@@ -102,6 +106,7 @@ def apply_configuration(template: Model, arrays: DesignArrays, interfaces, link_
     R_pl = jnp.where(has_parent[:, None, None], R_pl, arrays.root_rotation)
     p_pl = jnp.where(has_parent[:, None], p_pl, arrays.root_translation)
     mass, com, J = interface_inertias(arrays)
+    mass = nan_unless(top.valid, mass)                 # an invalid configuration NaN-marks the model
     dt = template.mass.dtype
     return dataclasses.replace(
         template.with_parent(top.parent), inboard_interface=top.inboard_interface,
@@ -129,7 +134,7 @@ def _check_design(design: LinkDesign, interfaces):
 
 
 def reconfigurable_model(design: LinkDesign, interfaces, link_ids=None, *, gravity=STANDARD_GRAVITY,
-                         dtype=jnp.float64) -> Model:
+                         dtype=None) -> Model:
     """Host entry point: validate the design and the configuration parameters (host topology builder,
     `ValueError` on bad input), and return the `Model` of that configuration (`apply_configuration`,
     then `build_model`'s validation of every per-interface inertia)."""
@@ -139,9 +144,9 @@ def reconfigurable_model(design: LinkDesign, interfaces, link_ids=None, *, gravi
     link_ids = np.arange(1, s + 1) if link_ids is None else np.asarray(link_ids)
     top = topology_from_configuration(link_ids, interfaces)
     axis = np.tile([0.0, 0.0, 1.0], (s, 1))
-    zeros = np.zeros((s, n_if))
-    bare = build_model(top.parent, design.joint_types, axis, np.broadcast_to(np.eye(3), (s, n_if, 3, 3)),
-                       np.zeros((s, n_if, 3)), zeros, np.zeros((s, n_if, 3)), np.zeros((s, n_if, 3, 3)),
+    eye = np.broadcast_to(np.eye(3), (s, n_if, 3, 3))   # unit placeholders, replaced by the design's below
+    bare = build_model(top.parent, design.joint_types, axis, eye, np.zeros((s, n_if, 3)), np.ones((s, n_if)),
+                       np.zeros((s, n_if, 3)), eye,
                        inboard_interface=top.inboard_interface, link_names=design.link_names,
                        gravity=gravity, dtype=dtype)
     model = apply_configuration(bare, design_arrays(design, dtype), jnp.asarray(interfaces, jnp.int32),

@@ -11,6 +11,7 @@ from jax.typing import ArrayLike
 
 from jaxsoa.algorithms.dynamics import rnea
 from jaxsoa.algorithms.free_floating import base_and_joint_dofs, floating_base, rnea_free_floating
+from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 
@@ -38,6 +39,7 @@ def _one_dof(joint_types) -> bool:
     return all(JointType(t).nq == JointType(t).nv for t in joint_types)
 
 
+@entry_point(q='q', v='v', q_des='q', v_des='v', a_des='v', f_ext='f_ext')
 def computed_torque(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None):
     """Fixed base: τ = RNEA(q, v, a_cmd). All joints must be 1-DoF (q − q_des is then a tangent
     vector); for a floating hub use `computed_torque_free_floating`."""
@@ -46,6 +48,7 @@ def computed_torque(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None)
     return rnea(model, q, v, commanded_acceleration(q, v, q_des, v_des, a_des, kp, kd), f_ext)
 
 
+@entry_point(q='q', v='v', q_des='joints', v_des='joints', a_des='joints', f_ext='f_ext')
 def computed_torque_free_floating(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None):
     """Free-floating hub: joint torques (nv − 6,) that give the joints a_cmd while the hub moves
     freely (momentum conserved). q_des, v_des, a_des are joint-space targets (nv − 6,); the joints

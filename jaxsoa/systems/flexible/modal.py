@@ -42,7 +42,7 @@ class HubBeamModes:
 
 
 def hub_beam_modes(beam: Beam, n_modes, hub_inertia, hub_radius=0.0, geometric_stiffening=True,
-                   dtype=jnp.float64) -> HubBeamModes:
+                   dtype=None) -> HubBeamModes:
     """Host builder: the modal integrals by Gauss–Legendre quadrature (exact for these polynomials)."""
     beam.validate("beam")
     if int(n_modes) != n_modes or n_modes < 1:

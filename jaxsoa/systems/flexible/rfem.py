@@ -157,7 +157,7 @@ def insert_flexible_links(tree: dict, beams: dict):
     return arrays, np.asarray(def_links), np.asarray(stiffness), np.asarray(damping), tuple(beam_info)
 
 
-def flexible_model(tree: dict, beams: dict, gravity=STANDARD_GRAVITY, dtype=jnp.float64) -> FlexibleModel:
+def flexible_model(tree: dict, beams: dict, gravity=STANDARD_GRAVITY, dtype=None) -> FlexibleModel:
     """Validated `FlexibleModel` of `tree` (see `insert_flexible_links`) with `beams = {link: Beam}`."""
     ext, def_links, stiffness, damping, beam_info = insert_flexible_links(tree, beams)
     model = build_model(ext["parent"], ext["joint_types"], ext["joint_axis"], ext["placement_rotation"],
@@ -166,7 +166,7 @@ def flexible_model(tree: dict, beams: dict, gravity=STANDARD_GRAVITY, dtype=jnp.
                         gravity=gravity, dtype=dtype)
     q_index = tuple(model.idx_q[k] for k in def_links)
     v_index = tuple(model.idx_v[k] for k in def_links)
-    return FlexibleModel(model, jnp.asarray(stiffness, dtype), jnp.asarray(damping, dtype), q_index,
+    return FlexibleModel(model, jnp.asarray(stiffness, model.dtype), jnp.asarray(damping, model.dtype), q_index,
                          v_index, beam_info)
 
 

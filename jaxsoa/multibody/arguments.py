@@ -1,0 +1,214 @@
+"""Argument checks at the public entry points (docs/user_guide.md, "Errors and checks").
+
+Every public function that takes a model and states is wrapped by `entry_point`, which checks,
+in Python and so for free under `jit` (shapes and dtypes are static):
+
+* the model is a `Model`;
+* each state's *trailing* axes against the model — q (nq,), v / τ / a (nv,), f_ext (n, 6), the
+  joint-space vectors of a free-floating model (nv − 6,) — raising `ValueError` that names the
+  argument, the expected and the received shape;
+* dtypes: a state must be floating point (else `TypeError`) and is cast to the model's dtype
+  (the one rule at every entry point: the model's dtype is the precision of the computation);
+* link indices: Python / NumPy / concrete integers must lie in [0, n) (`ValueError`), a traced
+  index must be an integer scalar (an out-of-range traced index gives a NaN result, see
+  `nan_unless`).
+
+Leading axes are a batch: `aba(model, q[B, nq], v[B, nv], tau[B, nv])` runs the per-sample
+function under `jax.vmap` (every batched argument must have the same leading shape; arguments
+without leading axes are shared by the batch).
+"""
+
+import functools
+import inspect
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsoa.multibody.model import Model
+
+
+def _free_joint_dofs(model: Model) -> int:
+    return model.nv - 6
+
+
+SHAPES: dict[str, Callable] = {
+    "q": lambda m: (m.nq,),
+    "v": lambda m: (m.nv,),
+    "f_ext": lambda m: (m.n_links, 6),
+    "joints": lambda m: (_free_joint_dofs(m),),
+}
+"""Expected per-sample shape of each kind of state argument, from the model."""
+
+SCALAR_KINDS = ("link", "dt", "steps", "closure", "mask_v")
+"""Argument kinds checked by their own rule: a link index, a time step, a step count, a
+`LoopClosure` (its link indices against the model) and a (nv,) mask of any dtype."""
+
+
+def check_model_type(model, name="model") -> Model:
+    """`model` itself, or `TypeError` if it is not a `Model`."""
+    if not isinstance(model, Model):
+        raise TypeError(f"argument '{name}' must be a jaxsoa Model, got {type(model).__name__}")
+    return model
+
+
+def as_state(name: str, value, dtype):
+    """`value` as a floating array of `dtype` (TypeError for a non-floating or non-numeric value)."""
+    if not isinstance(value, (jax.Array, np.ndarray, np.generic)):
+        try:
+            value = np.asarray(value)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"argument '{name}' must be an array, got {type(value).__name__}") from err
+        if value.dtype.kind in "iub":                  # Python numbers in a list: take the model's dtype
+            value = value.astype(np.float64)
+    dtype_in = jnp.result_type(value)
+    if not jnp.issubdtype(dtype_in, jnp.floating):
+        raise TypeError(f"argument '{name}' must be a floating-point array, got dtype {dtype_in}")
+    return jnp.asarray(value, dtype)
+
+
+def batch_shape(name: str, shape: tuple, expected: tuple) -> tuple:
+    """The leading (batch) axes of `shape` whose trailing axes must equal `expected`."""
+    k = len(expected)
+    if len(shape) < k or tuple(shape[len(shape) - k:]) != tuple(expected):
+        raise ValueError(f"argument '{name}' has shape {tuple(shape)}, expected {tuple(expected)} "
+                         f"(or (..., {', '.join(map(str, expected))}) for a batch)")
+    return tuple(shape[: len(shape) - k])
+
+
+def check_index(name: str, index, size: int, what="link"):
+    """A static index in [0, size), or a traced integer scalar (returned as is)."""
+    if isinstance(index, (bool, np.bool_)):
+        raise TypeError(f"argument '{name}' must be an integer {what} index, got {index!r}")
+    if isinstance(index, jax.core.Tracer):
+        if index.shape != () or not jnp.issubdtype(index.dtype, jnp.integer):
+            raise TypeError(f"argument '{name}' must be an integer scalar, got {index.dtype}{list(index.shape)}")
+        return index
+    if isinstance(index, (jax.Array, np.ndarray)):
+        if index.shape != () or not jnp.issubdtype(index.dtype, jnp.integer):
+            raise TypeError(f"argument '{name}' must be an integer scalar, got {index.dtype}{list(index.shape)}")
+        index = int(index)
+    if not isinstance(index, (int, np.integer)):
+        raise TypeError(f"argument '{name}' must be an integer {what} index, got {type(index).__name__}")
+    if not 0 <= index < size:
+        raise ValueError(f"argument '{name}' = {index} is out of range: the model has {size} {what}s (0 … {size - 1})")
+    return int(index)
+
+
+def nan_unless(ok, tree):
+    """`tree` with every floating leaf NaN where the traced flag `ok` is False (a NaN-marked result)."""
+    def mark(leaf):
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            return leaf
+        return jnp.where(ok, leaf, jnp.nan)
+
+    return jax.tree.map(mark, tree)
+
+
+def check_positive_steps(name: str, n_steps) -> int:
+    """A static step count ≥ 1."""
+    if isinstance(n_steps, (bool, np.bool_)) or not isinstance(n_steps, (int, np.integer)):
+        raise TypeError(f"argument '{name}' must be a Python int, got {type(n_steps).__name__}")
+    if n_steps < 1:
+        raise ValueError(f"argument '{name}' = {n_steps} must be at least 1")
+    return int(n_steps)
+
+
+def check_time_step(name: str, dt):
+    """dt: a scalar; when concrete, finite and > 0 (ValueError otherwise)."""
+    if jnp.ndim(dt) != 0:
+        raise ValueError(f"argument '{name}' must be a scalar, got shape {jnp.shape(dt)}")
+    if not isinstance(dt, jax.core.Tracer):
+        value = float(dt)
+        if not np.isfinite(value) or value <= 0:
+            raise ValueError(f"argument '{name}' = {value} must be finite and positive")
+    return dt
+
+
+def check_closure_links(name, closure, n_links):
+    """A `LoopClosure`'s concrete link indices in [−1, n) (−1: the world); traced ones pass."""
+    for field in ("link_a", "link_b"):
+        links = getattr(closure, field, None)
+        if links is None:
+            raise TypeError(f"argument '{name}' must be a LoopClosure, got {type(closure).__name__}")
+        if isinstance(links, jax.core.Tracer):
+            continue
+        links = np.asarray(links)
+        bad = (links < -1) | (links >= n_links)
+        if bad.any():
+            raise ValueError(f"argument '{name}': cut {int(np.flatnonzero(bad)[0])} field '{field}' = "
+                             f"{int(links[bad][0])} is not a link of the model ({n_links} links; -1 = world)")
+    return closure
+
+
+def _check_special(name, kind, value, model):
+    if kind == "link":
+        return check_index(name, value, model.n_links, kind)
+    if kind == "dt":
+        return check_time_step(name, value)
+    if kind == "steps":
+        return check_positive_steps(name, value)
+    if kind == "closure":
+        return check_closure_links(name, value, model.n_links)
+    batch_shape(name, jnp.shape(value), (model.nv,))
+    return value
+
+
+def _checked_arguments(fn_name, bound, specs, model):
+    """Check and convert the state arguments in place; returns {name: batch shape} of the checked ones."""
+    batches = {}
+    for name, kind in specs.items():
+        value = bound.arguments.get(name)
+        if value is None or (callable(value) and not isinstance(value, (jax.Array, np.ndarray))):
+            continue                                   # optional (None) or a function of time/state
+        if kind in SCALAR_KINDS:
+            bound.arguments[name] = _check_special(name, kind, value, model)
+            continue
+        x = as_state(name, value, model.dtype)
+        batches[name] = batch_shape(name, jnp.shape(x), SHAPES[kind](model))
+        bound.arguments[name] = x
+    shapes = {b for b in batches.values() if b}
+    if len(shapes) > 1:
+        raise ValueError(f"{fn_name}: batched arguments have different leading shapes "
+                         f"{ {n: b for n, b in batches.items() if b} }")
+    return batches
+
+
+def entry_point(**specs):
+    """Decorator: check `fn(model, ...)`'s arguments named in `specs` ({argument: kind}, kinds in
+    `SHAPES` or "link") and run it per sample over leading batch axes (module docstring)."""
+    def wrap(fn):
+        signature = inspect.signature(fn)
+        model_name = next(iter(signature.parameters))
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as err:
+                raise TypeError(f"{fn.__name__}: {err}") from None
+            model = check_model_type(bound.arguments[model_name], model_name)
+            batches = _checked_arguments(fn.__name__, bound, specs, model)
+            batched = [name for name, b in batches.items() if b]
+            if not batched:
+                return fn(*bound.args, **bound.kwargs)
+            arguments = dict(bound.arguments)
+
+            def per_sample(*xs):
+                return fn(**{**arguments, **dict(zip(batched, xs, strict=True))})
+
+            mapped = per_sample
+            for _ in batches[batched[0]]:
+                mapped = jax.vmap(mapped)
+            return mapped(*(arguments[name] for name in batched))
+
+        checked.argument_kinds = dict(specs)          # read by the documentation and the tests
+        return checked
+
+    return wrap
+
+
+def default_dtype(dtype=None):
+    """`dtype`, or JAX's default float (float64 when `jax_enable_x64` is on, else float32)."""
+    return jnp.result_type(float) if dtype is None else jnp.dtype(dtype)
