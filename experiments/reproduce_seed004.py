@@ -69,8 +69,9 @@ def replay_error(params, path, dt=5e-3, duration=2.0):
     half = jnp.arange(2 * n + 1, dtype=jnp.float64) * (dt / 2)
     table = evaluate(params, path, half)[0]
     p0, R0, u0, _ = st.path_state(path, jnp.float64(0.0))
-    ps, quats, _ = sd.simulate(params, p0, rotation_to_quat(R0), u0,
-                               lambda t, p, R, u: table[jnp.round(t / (dt / 2)).astype(jnp.int32)], dt, n)
+    trajectory = sd.simulate(params, p0, rotation_to_quat(R0), u0,
+                             lambda t, p, R, u: table[jnp.round(t / (dt / 2)).astype(jnp.int32)], dt, n)
+    ps, quats = trajectory.p, trajectory.quat
     p_ref, R_ref = jax.vmap(path)(half[::2])
     rot = jnp.swapaxes(R_ref, -1, -2) @ quat_to_rotation(quats) - jnp.eye(3)[None]
     return jnp.max(jnp.abs(ps - p_ref)), jnp.max(jnp.abs(rot))

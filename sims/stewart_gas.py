@@ -9,7 +9,8 @@ Geometry (seed §1, `jaxsoa.systems.stewart.geometry.seed_points`), metres:
 | base (B) | r_B = 1.8 | d_B = 2.6 | r_PB = 0.9 | O = (0, 0, 0) in {W} |
 
 Mid (home) pose p = (0, 0, 1.6) m, R = I: electric legs 1.81 m, gas legs vertical, 1.40 m.
-Stroke: every leg ±0.45 m about its mid length.
+Stroke: every leg ±0.45 m about its mid length. Singularity threshold: `build_stewart`'s default,
+max_condition = 10 × the home pose's condition number 1.72 = 17.2.
 
 | body | mass [kg] | centre of mass | inertia about the centre [kg m²] |
 |---|---|---|---|

@@ -186,7 +186,9 @@ def test_inverse_forward_round_trip():
         return table[jnp.round(t / (dt / 2)).astype(jnp.int32)]
 
     p0, R0, u0, _ = st.path_state(path, jnp.float64(0.0))
-    ps, quats, _ = jax.jit(lambda: sd.simulate(params, p0, rotation_to_quat(R0), u0, control, dt, n))()
+    trajectory = jax.jit(lambda: sd.simulate(params, p0, rotation_to_quat(R0), u0, control, dt, n))()
+    assert int(trajectory.first_invalid) == -1 and bool(trajectory.ok.all())
+    ps, quats = trajectory.p, trajectory.quat
     p_ref, R_ref = jax.vmap(path)(jnp.arange(n + 1, dtype=jnp.float64) * dt)
     rot_err = jnp.linalg.norm(log_so3(jnp.swapaxes(R_ref, -1, -2) @ quat_to_rotation(quats)), axis=-1)
     assert float(jnp.max(jnp.abs(ps - p_ref))) < 1e-7

@@ -17,6 +17,7 @@ from jaxsoa.systems.stewart.dynamics import (
     without_leg_inertia,
 )
 from jaxsoa.systems.stewart.geometry import (
+    CONDITION_MARGIN,
     GAS_MODES,
     LegMotion,
     PoseStatus,
@@ -34,6 +35,7 @@ from jaxsoa.systems.stewart.geometry import (
 )
 
 __all__ = [
+    "CONDITION_MARGIN",
     "GAS_MODES",
     "GasState",
     "InverseDynamics",

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 
 from jaxsoa.integrators.rollout import rollout_steps
 from jaxsoa.integrators.steps import ode_rk4_step
+from jaxsoa.multibody.arguments import check_positive_steps, check_time_step
 from jaxsoa.spatial.algebra import skew
 from jaxsoa.spatial.rotation import quat_multiply, quat_normalize, quat_to_rotation
 from jaxsoa.systems.stewart.geometry import (
@@ -143,29 +144,81 @@ def forward_dynamics(params: StewartParams, p_world_platform, R_world_platform, 
     return jnp.linalg.solve(mass, J[:N_ELECTRIC].T @ force + J[N_ELECTRIC:].T @ gas.force - bias)
 
 
-class PlatformTrajectory(typing.NamedTuple):
-    """States at t_k = k dt, k = 0 … n_steps, initial state first: p (n+1, 3) platform position,
-    quat (n+1, 4) its orientation (x, y, z, w), u (n+1, 6) twist [v_P; ω_P]."""
+class _PlatformState(typing.NamedTuple):
+    """The integrated state (p, quat xyzw, u) and, as its time derivative, (v, q̇, u̇)."""
     p: jax.Array
     quat: jax.Array
     u: jax.Array
 
 
-def _state_rate(params, t, state: PlatformTrajectory, control):
+class PlatformTrajectory(typing.NamedTuple):
+    """States at t_k = k dt, k = 0 … n_steps, initial state first: p (n+1, 3) platform position,
+    quat (n+1, 4) its orientation (x, y, z, w), u (n+1, 6) twist [v_P; ω_P]; status the `PoseStatus`
+    of each pose, its fields stacked along the same leading axis (out of stroke where `reachable` is
+    False, near-singular where `nonsingular` is False). Leading batch axes come first under `vmap`.
+    The properties combine them: `ok` per step, `first_invalid`, `first_nonfinite`, `finite`."""
+    p: jax.Array
+    quat: jax.Array
+    u: jax.Array
+    status: PoseStatus
+
+    @property
+    def state_finite(self) -> jax.Array:
+        """(…, n+1) bool: p, quat and u of the step are all finite."""
+        return jnp.all(jnp.isfinite(jnp.concatenate([self.p, self.quat, self.u], axis=-1)), axis=-1)
+
+    @property
+    def ok(self) -> jax.Array:
+        """(…, n+1) bool: the state is finite, every leg in its stroke and J₁₋₆ not near-singular."""
+        return self.status.ok & self.state_finite
+
+    @property
+    def first_invalid(self) -> jax.Array:
+        """(…) int32: the first step k whose state is not `ok`, −1 when every state is."""
+        return _first(~self.ok)
+
+    @property
+    def first_nonfinite(self) -> jax.Array:
+        """(…) int32: the first step k with a NaN or inf in p, quat or u, −1 if none."""
+        return _first(~self.state_finite)
+
+    @property
+    def finite(self) -> jax.Array:
+        """(…) bool: every state is finite."""
+        return self.first_nonfinite < 0
+
+
+def _first(bad):
+    return jnp.where(jnp.any(bad, axis=-1), jnp.argmax(bad, axis=-1), -1).astype(jnp.int32)
+
+
+def _state_rate(params, t, state: _PlatformState, control):
     """d/dt of (p, quat_xyzw, u): (v, ½ [ω; 0] ⊗ q, u̇) with u̇ from `forward_dynamics`."""
     p, quat, u = state
     R = quat_to_rotation(quat)
     udot = forward_dynamics(params, p, R, u, control(t, p, R, u))
     w_quat = jnp.concatenate([u[3:], jnp.zeros_like(u[:1])])
-    return PlatformTrajectory(u[:3], 0.5 * quat_multiply(w_quat, quat), udot)
+    return _PlatformState(u[:3], 0.5 * quat_multiply(w_quat, quat), udot)
 
 
 def simulate(params: StewartParams, p0, quat0, u0, control, dt, n_steps, *, checkpoint=False) -> PlatformTrajectory:
     """RK4 rollout (`jaxsoa.integrators.rollout_steps` of `ode_rk4_step`, the quaternion renormalised
     after each step) under electric forces `control(t, p, R_world_platform, u) -> (6,)`, evaluated at
-    every RK4 stage. p0 (3,), quat0 (4,) xyzw, u0 (6,); `checkpoint` as in `rollout_steps`."""
+    every RK4 stage. p0 (3,), quat0 (4,) xyzw, u0 (6,); `checkpoint` as in `rollout_steps`.
+
+    The dynamics need no invertible J₁₋₆, so the rollout runs on through a pose out of stroke or
+    near a singularity, or goes non-finite; each state's `PoseStatus` comes back with it
+    (`PlatformTrajectory.ok` per step, `.first_invalid`: the first bad step, −1 if none). ValueError
+    (TypeError for a non-int `n_steps`) for misshapen p0 / quat0 / u0, a concrete dt that is not finite
+    and positive, or n_steps < 1."""
     def advance(t, state, k):
         p, quat, u = ode_rk4_step(lambda time, x: _state_rate(params, time, x, control), t, state, dt)
-        return PlatformTrajectory(p, quat_normalize(quat), u)
+        return _PlatformState(p, quat_normalize(quat), u)
 
-    return rollout_steps(advance, PlatformTrajectory(p0, quat0, u0), dt, n_steps, checkpoint=checkpoint)
+    for name, x, size in (("p0", p0, 3), ("quat0", quat0, 4), ("u0", u0, 6)):
+        if jnp.shape(x) != (size,):
+            raise ValueError(f"argument '{name}' has shape {jnp.shape(x)}, expected {(size,)}")
+    states = rollout_steps(advance, _PlatformState(p0, quat0, u0), check_time_step("dt", dt),
+                           check_positive_steps("n_steps", n_steps), checkpoint=checkpoint)
+    status = jax.vmap(lambda p, quat: pose_status(params, p, quat_to_rotation(quat)))(states.p, states.quat)
+    return PlatformTrajectory(*states, status=status)

@@ -28,6 +28,9 @@ from jax.experimental import checkify
 
 N_ELECTRIC, N_LEGS = 6, 9
 GAS_MODES = ("none", "individual", "shared")
+CONDITION_MARGIN = 10.0
+"""Default singularity threshold of `build_stewart`: max_condition = CONDITION_MARGIN × the home
+pose's condition number (the force-scale argument is in `build_stewart`'s docstring)."""
 
 
 @jax.tree_util.register_dataclass
@@ -48,6 +51,7 @@ class StewartParams:
         back pressure), gas_length_mid (3,) gas column length in each barrel at the mid pose,
         leg_length_mid (3,) gas legs' lengths at the mid pose
     gravity (3,) in {W};  max_condition () J₁₋₆ with a larger condition number counts as singular
+        (`build_stewart` derives the default from the home pose)
     gas_mode (static): "none" (vented), "individual" (one tank per gas cylinder), "shared"
     """
     platform_points: jax.Array
@@ -109,9 +113,21 @@ def seed_points(r_A, d_A, r_PA, r_B, d_B, r_PB, platform_center=(0.0, 0.0, 0.0),
 def build_stewart(platform_points, base_points, home_translation, *, platform_mass, platform_com, platform_inertia,
                   barrel_mass, barrel_com, barrel_inertia, rod_mass, rod_com, rod_inertia, stroke_min, stroke_max,
                   piston_area, tank_volume, precharge, gas_length_mid, ambient_pressure=101325.0,
-                  gas_mode="individual", gravity=(0.0, 0.0, -9.81), max_condition=1e6, dtype=jnp.float64):
+                  gas_mode="individual", gravity=(0.0, 0.0, -9.81), max_condition=None, dtype=jnp.float64):
     """Host builder: validated `StewartParams`. The mid pose (where the gas is precharged) is
-    p = `home_translation`, R = I. Per-leg fields accept a scalar or (9,). ValueError names the field."""
+    p = `home_translation`, R = I. Per-leg fields accept a scalar or (9,). ValueError names the field.
+
+    `max_condition` (the singularity threshold of `pose_status`) defaults to `CONDITION_MARGIN` (10)
+    times the condition number κ₀ of J₁₋₆ at the home pose. The choice, against the platform's
+    nominal force scale: the electric forces for a wrench w are F = J₁₋₆⁻ᵀ w, so their worst-case
+    gain is |F| / |w| ≤ 1/σ_min = κ / σ_max, and σ_max changes little over the workspace (1.88–2.20
+    over the reachable poses of sims/stewart_gas.py); the forces the platform needs at home for its
+    load are its nominal force scale, and a pose with κ > 10 κ₀ needs forces an order of magnitude
+    beyond that scale for the same load — numbers a user would not trust. For sims/stewart_gas.py
+    κ₀ = 1.72, so the threshold is 17.2: there merely holding the platform still (yawed by 81°)
+    takes 2.5e5 N in one leg, 8× the 31 kN a leg carries at home with the gas vented and more than
+    the whole platform's rated dynamic load (235 kN); a fixed threshold of 1e6 passed the pose at
+    κ = 1.6e4 (yaw 89.99°) that needs 2.6e8 N. An explicit `max_condition` must be ≥ κ₀."""
     def arr(name, value, shape, positive=False, nonneg=False):
         a = np.broadcast_to(np.asarray(value, np.float64), shape) if np.ndim(value) == 0 and shape \
             else np.asarray(value, np.float64)
@@ -137,8 +153,7 @@ def build_stewart(platform_points, base_points, home_translation, *, platform_ma
              precharge=arr("precharge", precharge, ()),
              ambient_pressure=arr("ambient_pressure", ambient_pressure, (), nonneg=True),
              gas_length_mid=arr("gas_length_mid", gas_length_mid, (3,), positive=True),
-             gravity=arr("gravity", gravity, (3,)),
-             max_condition=arr("max_condition", max_condition, (), positive=True))
+             gravity=arr("gravity", gravity, (3,)))
     for name, value in (("barrel_mass", barrel_mass), ("barrel_com", barrel_com), ("barrel_inertia", barrel_inertia),
                         ("rod_mass", rod_mass), ("rod_com", rod_com), ("rod_inertia", rod_inertia)):
         f[name] = arr(name, value, (9,), nonneg=True)
@@ -161,11 +176,18 @@ def build_stewart(platform_points, base_points, home_translation, *, platform_ma
                          f"stroke_min {length_home[N_ELECTRIC:] - f['stroke_min'][N_ELECTRIC:]}")
     if f["precharge"] + f["ambient_pressure"] <= 0:
         raise ValueError(f"precharge {f['precharge']} + ambient_pressure must be a positive absolute pressure")
-    params = StewartParams(**{k: jnp.asarray(v, dtype) for k, v in f.items()}, gas_mode=gas_mode)
-    status = pose_status(params, jnp.asarray(home, dtype), jnp.eye(3, dtype=dtype))
-    if not bool(status.nonsingular):
-        raise ValueError(f"the home pose is singular: J₁₋₆ condition number {float(status.condition):.3g}")
-    return params
+    params = StewartParams(**{k: jnp.asarray(v, dtype) for k, v in f.items()}, max_condition=jnp.asarray(np.inf, dtype),
+                           gas_mode=gas_mode)
+    condition_home = float(pose_status(params, jnp.asarray(home, dtype), jnp.eye(3, dtype=dtype)).condition)
+    if not np.isfinite(condition_home):
+        raise ValueError(f"the home pose is singular: J₁₋₆ condition number {condition_home:.3g}")
+    if max_condition is None:
+        max_condition = CONDITION_MARGIN * condition_home
+    max_condition = arr("max_condition", max_condition, (), positive=True)
+    if condition_home > max_condition:
+        raise ValueError(f"the home pose counts as singular: J₁₋₆ condition number {condition_home:.3g} > "
+                         f"max_condition = {float(max_condition):.3g}")
+    return dataclasses.replace(params, max_condition=jnp.asarray(max_condition, dtype))
 
 
 class LegMotion(typing.NamedTuple):
@@ -271,6 +293,6 @@ def path_state(pose_path, t):
     return p, R, u, udot
 
 
-__all__ = ["GAS_MODES", "N_ELECTRIC", "N_LEGS", "LegMotion", "PoseStatus", "StewartParams", "build_stewart",
-           "check_pose", "hexapod_points", "jacobian", "leg_lengths", "leg_motion", "path_state", "pose_status",
-           "raise_if_invalid", "seed_points"]
+__all__ = ["CONDITION_MARGIN", "GAS_MODES", "N_ELECTRIC", "N_LEGS", "LegMotion", "PoseStatus", "StewartParams",
+           "build_stewart", "check_pose", "hexapod_points", "jacobian", "leg_lengths", "leg_motion", "path_state",
+           "pose_status", "raise_if_invalid", "seed_points"]

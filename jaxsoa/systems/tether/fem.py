@@ -67,18 +67,36 @@ def tether_params(rho, EA, alpha, length, n_elements, lumped=False, dtype=jnp.fl
     return TetherParams(cast(rho), cast(EA), cast(alpha), cast(length), int(n_elements), bool(lumped))
 
 
+SLACK_TOLERANCE = 1e-9
+"""Relative shortfall of the chord |r_M − r_P| below the deployed length that `straight_state` calls
+slack (an unstretched tether, chord = length up to rounding, is taut at zero tension)."""
+
+
 def straight_state(params: TetherParams, r_P, r_M, s, v_P=(0.0, 0.0, 0.0), v_M=(0.0, 0.0, 0.0),
-                   s_dot=(0.0, 0.0)) -> TetherState:
+                   s_dot=(0.0, 0.0), *, allow_slack=False) -> TetherState:
     """Host-side builder of a straight tether from r_P to r_M (nodes evenly spaced, node velocities
-    interpolated from the ends); validates 0 ≤ s_P < s_M ≤ L (ValueError naming the field)."""
+    interpolated from the ends). ValueError naming the argument for: s not 0 ≤ s_P < s_M ≤ L; a
+    wrong shape or a non-finite entry; coincident ends r_P = r_M (every element of zero length, its
+    tangent undefined); and, unless `allow_slack`, a slack tether — the chord |r_M − r_P| shorter
+    than the deployed length s_M − s_P by more than `SLACK_TOLERANCE` (relative): a straight line
+    shorter than its material is a compressed tether, not a hanging one, and carries no tension."""
     s = np.asarray(s, np.float64)
     if s.shape != (2,) or not (0 <= s[0] < s[1] <= float(params.length)):
         raise ValueError(f"TetherState.s must be (s_P, s_M) with 0 ≤ s_P < s_M ≤ L = {float(params.length)}, got {s}")
-    for name, x in (("r_P", r_P), ("r_M", r_M), ("v_P", v_P), ("v_M", v_M)):
-        if np.shape(x) != (3,):
-            raise ValueError(f"straight_state: {name} must have shape (3,), got {np.shape(x)}")
-    if np.shape(s_dot) != (2,):
-        raise ValueError(f"TetherState.s_dot must have shape (2,), got {np.shape(s_dot)}")
+    for name, x in (("r_P", r_P), ("r_M", r_M), ("v_P", v_P), ("v_M", v_M), ("s_dot", s_dot)):
+        shape = (2,) if name == "s_dot" else (3,)
+        if np.shape(x) != shape:
+            raise ValueError(f"straight_state: {name} must have shape {shape}, got {np.shape(x)}")
+        if not np.all(np.isfinite(np.asarray(x, np.float64))):
+            raise ValueError(f"straight_state: {name} = {x} is not finite")
+    chord, length = float(np.linalg.norm(np.subtract(r_M, r_P, dtype=np.float64))), float(s[1] - s[0])
+    if chord == 0:
+        raise ValueError(f"straight_state: r_P and r_M coincide ({r_P}): every tether element would have zero "
+                         "length")
+    if not allow_slack and chord < length * (1 - SLACK_TOLERANCE):
+        raise ValueError(f"straight_state: the tether is slack: |r_M − r_P| = {chord:.6g} m is shorter than the "
+                         f"deployed length s_M − s_P = {length:.6g} m (s = {s}; strain {chord / length - 1:.3g}); "
+                         "pass allow_slack=True to build it anyway")
     dtype = params.rho.dtype
     sbar = np.linspace(0.0, 1.0, params.n_elements + 1)[:, None]
     lerp = lambda a, b: jnp.asarray((1 - sbar) * np.asarray(a) + sbar * np.asarray(b), dtype)  # noqa: E731
