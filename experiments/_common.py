@@ -2,15 +2,53 @@
 markdown tables, progress bars that stay out of captured logs, legends beside the data."""
 
 import argparse
+import math
+import numbers
 import pathlib
+import sys
 import time
 
 from tqdm import tqdm
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An `argparse` parser whose usage errors are one line, ``PROG: error: argument --flag: ...``, exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _number(kind, strict):
+    """An argparse type: a finite `kind` (int or float) > 0 (`strict`) or ≥ 0."""
+    def parse(text):
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        if not math.isfinite(x):
+            raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
+        if x < 0 or (strict and x == 0):
+            raise argparse.ArgumentTypeError(f"must be {'> 0' if strict else '≥ 0'}, got {text!r}")
+        return x
+
+    parse.__name__ = f"{'positive' if strict else 'non-negative'} {kind.__name__}"
+    return parse
+
+
+positive_int, nonnegative_int = _number(int, True), _number(int, False)
+positive_float, nonnegative_float = _number(float, True), _number(float, False)
+
+
+def number_type(default, minimum="positive"):
+    """The argparse type for an option whose default is `default`: positive or non-negative (`minimum`)."""
+    strict = {"positive": True, "nonnegative": False}[minimum]
+    return _number(int if isinstance(default, int) else float, strict)
+
+
 def command_parser(doc, out, out_help="folder for plots and tables"):
-    """An `argparse` parser showing `doc` verbatim, with `--out` (default `out`) already added."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """An `argparse` parser (`OneLineParser`) showing `doc` verbatim, with `--out` (default `out`) already added."""
+    parser = OneLineParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=out, help=out_help)
     return parser
 
@@ -18,17 +56,43 @@ def command_parser(doc, out, out_help="folder for plots and tables"):
 def run_command(run, doc, argv, out, *options, out_help="folder for plots and tables"):
     """Parse `argv` for `--out` and `options` and call ``run(Path(out), *values)`` in option order.
 
-    An option is ``(flag, default, help)``, its type that of the default and "(default …)" appended to
-    the help, or ``(flag, kwargs)`` passed to `add_argument` as they are."""
+    An option is ``(flag, default, help)`` or ``(flag, default, help, "nonnegative")``: a number of the
+    default's type, > 0 (or ≥ 0) and finite (`number_type`), "(default …)" appended to the help; or
+    ``(flag, kwargs)`` passed to `add_argument` as they are. Returns `exit_status` of the result."""
     parser = command_parser(doc, out, out_help)
     for flag, *spec in options:
         if len(spec) == 1:
             parser.add_argument(flag, **spec[0])
         else:
-            default, text = spec
-            parser.add_argument(flag, type=type(default), default=default, help=f"{text} (default {default:g})")
+            default, text, *minimum = spec
+            parser.add_argument(flag, type=number_type(default, *minimum), default=default,
+                                help=f"{text} (default {default:g})")
     args = vars(parser.parse_args(argv))
-    return run(pathlib.Path(args["out"]), *(args[flag.lstrip("-").replace("-", "_")] for flag, *_ in options))
+    result = run(pathlib.Path(args["out"]), *(args[flag.lstrip("-").replace("-", "_")] for flag, *_ in options))
+    return exit_status(result, parser.prog)
+
+
+def _numbers(result):
+    """Every real number in nested dicts / lists / tuples / arrays of `result`."""
+    if isinstance(result, dict):
+        for value in result.values():
+            yield from _numbers(value)
+    elif isinstance(result, (list, tuple)):
+        for value in result:
+            yield from _numbers(value)
+    elif isinstance(result, numbers.Real) and not isinstance(result, bool):
+        yield float(result)
+    elif hasattr(result, "dtype") and getattr(result.dtype, "kind", "") == "f":
+        yield from (float(x) for x in result.reshape(-1).tolist())
+
+
+def exit_status(result, prog) -> int:
+    """0, or 1 after a one-line report when the command's result holds NaN or inf (never exit 0 on NaN)."""
+    bad = sum(not math.isfinite(x) for x in _numbers(result))
+    if bad:
+        print(f"{prog}: error: {bad} non-finite result(s) (NaN or inf); see the tables above", file=sys.stderr)
+        return 1
+    return 0
 
 
 def start_run(out) -> pathlib.Path:

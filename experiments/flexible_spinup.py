@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 
-from experiments._common import command_parser
+from experiments._common import command_parser, exit_status, positive_float, positive_int
 from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.systems.flexible import rfem as flexible
@@ -182,12 +182,13 @@ def run(out_dir, duration=20.0, n_segments=10, n_modes=4, dt=0.002, progress=Tru
 def main(argv=None):
     jax.config.update("jax_enable_x64", True)
     parser = command_parser(__doc__, "outputs/flexible_spinup", "folder for the plot and tables")
-    parser.add_argument("--duration", type=float, default=20.0, help="simulated time [s] (default 20)")
-    parser.add_argument("--segments", type=int, default=10, help="rigid finite elements of the beam (default 10)")
-    parser.add_argument("--modes", type=int, default=4, help="assumed modes (default 4)")
-    parser.add_argument("--dt", type=float, default=0.002, help="RK4 step [s] (default 0.002)")
+    parser.add_argument("--duration", type=positive_float, default=20.0, help="simulated time [s] (default 20)")
+    parser.add_argument("--segments", type=positive_int, default=10,
+                        help="rigid finite elements of the beam (default 10)")
+    parser.add_argument("--modes", type=positive_int, default=4, help="assumed modes (default 4)")
+    parser.add_argument("--dt", type=positive_float, default=0.002, help="RK4 step [s] (default 0.002)")
     args = parser.parse_args(argv)
-    run(args.out, args.duration, args.segments, args.modes, args.dt)
+    return exit_status(run(args.out, args.duration, args.segments, args.modes, args.dt), parser.prog)
 
 
 if __name__ == "__main__":

@@ -247,15 +247,17 @@ def run(out_dir, systems=tuple(SYSTEMS), duration=20.0, stride=5, amplitude=1.0,
 
 
 def main(argv=None):
-    run_command(run, __doc__, argv, "outputs/identify",
+    return run_command(run, __doc__, argv, "outputs/identify",
                 ("--systems", dict(nargs="*", choices=sorted(SYSTEMS), default=list(SYSTEMS))),
                 ("--duration", 20.0, "simulated time per trajectory [s]"),
                 ("--stride", 5, "RK4 steps between samples (dt = 10 ms)"),
                 ("--amplitude", 1.0, "joint reference amplitude [rad]"),
-                ("--noise", 0.02, "τ and q̈ noise σ, fraction of their RMS"),
-                ("--prior-sigma", 0.3, "prior offset σ in log-Cholesky units"), ("--adam-steps", 500, "Adam steps"),
-                ("--lbfgs-steps", 100, "L-BFGS steps"), ("--gauss-newton-steps", 30, "Levenberg–Marquardt steps"),
-                ("--seed", 0, "random seed"))
+                ("--noise", 0.02, "τ and q̈ noise σ, fraction of their RMS", "nonnegative"),
+                ("--prior-sigma", 0.3, "prior offset σ in log-Cholesky units", "nonnegative"),
+                ("--adam-steps", 500, "Adam steps", "nonnegative"),
+                ("--lbfgs-steps", 100, "L-BFGS steps", "nonnegative"),
+                ("--gauss-newton-steps", 30, "Levenberg–Marquardt steps", "nonnegative"),
+                ("--seed", 0, "random seed", "nonnegative"))
 
 
 if __name__ == "__main__":

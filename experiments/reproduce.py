@@ -40,7 +40,7 @@ REPRODUCTIONS = {
 
 def main(argv=None):
     parser = command_parser(__doc__, "outputs", "root folder for the outputs (default: outputs)")
-    parser.add_argument("--only", nargs="*", choices=sorted(REPRODUCTIONS), help="run only these")
+    parser.add_argument("--only", nargs="+", choices=sorted(REPRODUCTIONS), help="run only these")
     args = parser.parse_args(argv)
     names = args.only or list(REPRODUCTIONS)
     for name in progress(names, desc="reproductions"):

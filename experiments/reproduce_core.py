@@ -12,7 +12,7 @@ import numpy as np
 from scipy.special import ellipk
 
 import jaxsoa
-from experiments._common import command_parser, markdown_table, start_run
+from experiments._common import command_parser, markdown_table, positive_int, start_run
 from jaxsoa.integrators import rollout
 from jaxsoa.io import example_robot_urdf
 
@@ -66,7 +66,7 @@ def pendulum_period(dts=(0.02, 0.01, 0.005)):
 
 def main(argv=None):
     parser = command_parser(__doc__, "outputs/core")
-    parser.add_argument("--states", type=int, default=100, help="random Panda states")
+    parser.add_argument("--states", type=positive_int, default=100, help="random Panda states (default 100)")
     args = parser.parse_args(argv)
     run(pathlib.Path(args.out), args.states)
 

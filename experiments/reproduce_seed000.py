@@ -27,7 +27,7 @@ import numpy as np
 import pinocchio as pin
 
 import jaxsoa
-from experiments._common import command_parser, legend_outside, markdown_table, start_run
+from experiments._common import command_parser, legend_outside, markdown_table, positive_float, positive_int, start_run
 from jaxsoa.topology.reconfigure import apply_configuration, design_arrays
 from sims import dual_arm_spacecraft as sc
 
@@ -195,8 +195,9 @@ def run(out: pathlib.Path, period=2000.0, samples=401, floating=True):
 
 def main(argv=None):
     parser = command_parser(__doc__, "outputs/seed000")
-    parser.add_argument("--period", type=float, default=2000.0, help="T [s] of q = 45° sin(π t / T) (default 2000)")
-    parser.add_argument("--samples", type=int, default=401, help="time samples over [0, T] (default 401)")
+    parser.add_argument("--period", type=positive_float, default=2000.0,
+                        help="T [s] of q = 45° sin(π t / T) (default 2000)")
+    parser.add_argument("--samples", type=positive_int, default=401, help="time samples over [0, T] (default 401)")
     parser.add_argument("--planar-only", action="store_true", help="skip the 3-D free-hub variant")
     args = parser.parse_args(argv)
     run(pathlib.Path(args.out), args.period, args.samples, not args.planar_only)

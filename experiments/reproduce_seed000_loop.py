@@ -242,8 +242,8 @@ def run(out_dir, duration=10.0, dt=0.01, baumgarte=5.0):
 
 
 def main(argv=None):
-    run_command(run, __doc__, argv, "outputs/seed000-loop", ("--duration", 10.0, "simulated time [s]"),
-                ("--dt", 0.01, "RK4 step [s]"), ("--baumgarte", 5.0, "Baumgarte α = β [1/s]"),
+    return run_command(run, __doc__, argv, "outputs/seed000-loop", ("--duration", 10.0, "simulated time [s]"),
+                ("--dt", 0.01, "RK4 step [s]"), ("--baumgarte", 5.0, "Baumgarte α = β [1/s]", "nonnegative"),
                 out_help="folder for the plot and tables")
 
 

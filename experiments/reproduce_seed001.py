@@ -358,7 +358,7 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
 
 
 def main(argv=None):
-    run_command(run, __doc__, argv, "outputs/seed001", ("--deploy", 1200.0, "deployment time T_d [s]"),
+    return run_command(run, __doc__, argv, "outputs/seed001", ("--deploy", 1200.0, "deployment time T_d [s]"),
                 ("--hold", 2000.0, "libration damping at l₁, T_h [s]"), ("--retrieve", 10000.0, "retrieval time [s]"),
                 ("--draws", 1024, "dispersion draws"), ("--elements", 4, "tether elements"),
                 ("--length", L1, "deployed length l₁ [m]"), ("--l-end", L_END, "retrieval floor l_end [m]"))

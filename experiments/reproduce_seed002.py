@@ -33,7 +33,7 @@ import pinocchio as pin
 from scipy.spatial.transform import Rotation
 
 import jaxsoa
-from experiments._common import command_parser, legend_outside, markdown_table, progress, start_run
+from experiments._common import command_parser, legend_outside, markdown_table, positive_float, progress, start_run
 from experiments.seed002_reference import jax_dexp_inv, pin_free_floating, pin_rollout, rk4
 from sims import space_arm_7dof as arm
 
@@ -282,8 +282,8 @@ def run(out: pathlib.Path, duration=10.0, only=tuple(RUNS)):
 
 def main(argv=None):
     parser = command_parser(__doc__, "outputs/seed002")
-    parser.add_argument("--duration", type=float, default=10.0, help="simulated time [s] (default 10)")
-    parser.add_argument("--runs", nargs="*", choices=sorted(RUNS), default=sorted(RUNS), help="subset of (a)-(e)")
+    parser.add_argument("--duration", type=positive_float, default=10.0, help="simulated time [s] (default 10)")
+    parser.add_argument("--runs", nargs="+", choices=sorted(RUNS), default=sorted(RUNS), help="subset of (a)-(e)")
     args = parser.parse_args(argv)
     run(pathlib.Path(args.out), args.duration, args.runs)
 

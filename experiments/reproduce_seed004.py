@@ -211,7 +211,7 @@ def run(out: pathlib.Path, duration=10.0, dt=0.01, grid=12):
 
 
 def main(argv=None):
-    run_command(run, __doc__, argv, "outputs/seed004", ("--duration", 10.0, "profile length [s]"),
+    return run_command(run, __doc__, argv, "outputs/seed004", ("--duration", 10.0, "profile length [s]"),
                 ("--dt", 0.01, "sampling step [s]"), ("--grid", 12, "sweep grid points per axis"))
 
 

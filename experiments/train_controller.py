@@ -37,7 +37,14 @@ import numpy as np
 import optax
 
 import jaxsoa
-from experiments._common import command_parser, markdown_table
+from experiments._common import (
+    command_parser,
+    exit_status,
+    markdown_table,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 from experiments._common import progress as progress_bar
 from jaxsoa.algorithms.free_floating import base_and_joint_dofs
 from jaxsoa.spatial.rotation import log_so3, quat_to_rotation
@@ -244,18 +251,19 @@ def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=128, iters=120, ho
 def main(argv=None):
     parser = command_parser(__doc__, "outputs/train", "output folder (default outputs/train)")
     parser.add_argument("--task", default="all", choices=[*TASKS, "all"], help="which task (default all)")
-    parser.add_argument("--batch", type=int, default=128, help="parallel rollouts per training step (default 128)")
-    parser.add_argument("--iters", type=int, default=120, help="training steps (default 120)")
-    parser.add_argument("--horizon", type=int, default=60, help="steps per rollout, dt = 0.03 s (default 60)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
-    parser.add_argument("--eval", type=int, default=256, help="held-out rollouts (default 256)")
-    parser.add_argument("--ct-omega", type=float, default=3.0, help="computed-torque bandwidth ω [rad/s] (default 3)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=positive_int, default=128,
+                        help="parallel rollouts per training step (default 128)")
+    parser.add_argument("--iters", type=positive_int, default=120, help="training steps (default 120)")
+    parser.add_argument("--horizon", type=positive_int, default=60, help="steps per rollout, dt = 0.03 s (default 60)")
+    parser.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate (default 1e-3)")
+    parser.add_argument("--eval", type=positive_int, default=256, help="held-out rollouts (default 256)")
+    parser.add_argument("--ct-omega", type=positive_float, default=3.0,
+                        help="computed-torque bandwidth ω [rad/s] (default 3)")
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (default 0)")
     args = parser.parse_args(argv)
-    if args.batch <= 0 or args.iters <= 0 or args.horizon <= 0:
-        parser.error("--batch, --iters and --horizon must be positive")
     tasks = tuple(TASKS) if args.task == "all" else (args.task,)
-    run(args.out, tasks, args.batch, args.iters, args.horizon, args.lr, args.eval, args.ct_omega, args.seed)
+    rows = run(args.out, tasks, args.batch, args.iters, args.horizon, args.lr, args.eval, args.ct_omega, args.seed)
+    return exit_status(rows, parser.prog)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,14 @@ import numpy as np
 import optax
 
 import jaxsoa
-from experiments._common import command_parser, markdown_table
+from experiments._common import (
+    command_parser,
+    exit_status,
+    markdown_table,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 from experiments._common import progress as progress_bar
 from jaxsoa.algorithms.free_floating import base_and_joint_dofs, hub_response, rnea_free_floating
 from jaxsoa.spatial.rotation import log_so3, quat_to_rotation
@@ -201,14 +208,14 @@ def main(argv=None):
     parser.add_argument("--problem", choices=("arm", "tether"), default="arm",
                         help="arm: the free-floating arm (default); tether: the retrieval profile of "
                              "experiments.trajopt_tether (its options: python -m experiments.trajopt_tether --help)")
-    parser.add_argument("--iters", type=int, default=150, help="Adam iterations (default 150)")
-    parser.add_argument("--harmonics", type=int, default=3, help="cosine harmonics per joint (default 3)")
-    parser.add_argument("--steps", type=int, default=200, help="rollout steps over the motion (default 200)")
-    parser.add_argument("--duration", type=float, default=4.0, help="motion time T [s] (default 4)")
-    parser.add_argument("--lr", type=float, default=0.02, help="Adam learning rate (default 0.02)")
+    parser.add_argument("--iters", type=nonnegative_int, default=150, help="Adam iterations (default 150)")
+    parser.add_argument("--harmonics", type=positive_int, default=3, help="cosine harmonics per joint (default 3)")
+    parser.add_argument("--steps", type=positive_int, default=200, help="rollout steps over the motion (default 200)")
+    parser.add_argument("--duration", type=positive_float, default=4.0, help="motion time T [s] (default 4)")
+    parser.add_argument("--lr", type=positive_float, default=0.02, help="Adam learning rate (default 0.02)")
     args = parser.parse_args(argv)
     jax.config.update("jax_enable_x64", True)
-    run(args.out, args.iters, args.harmonics, args.steps, args.duration, args.lr)
+    return exit_status(run(args.out, args.iters, args.harmonics, args.steps, args.duration, args.lr), parser.prog)
 
 
 if __name__ == "__main__":

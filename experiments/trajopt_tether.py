@@ -279,7 +279,7 @@ def plot(path, curves, losses, seconds):
 
 def main(argv=None):
     jax.config.update("jax_enable_x64", True)
-    run_command(run, __doc__, argv, "outputs/trajopt_tether", ("--iters", 60, "Adam iterations"),
+    return run_command(run, __doc__, argv, "outputs/trajopt_tether", ("--iters", 60, "Adam iterations"),
                 ("--harmonics", 6, "cosine harmonics K of log l"), ("--orbits", 1.0, "retrieval time T in orbits"),
                 ("--lr", 0.02, "Adam learning rate"), ("--l-start", 1000.0, "initial deployed length l₀ [m]"),
                 ("--l-end", 400.0, "final deployed length l₁ [m]"),
