@@ -26,6 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from jaxsoa.multibody.arguments import default_dtype
+
 N_ELECTRIC, N_LEGS = 6, 9
 GAS_MODES = ("none", "individual", "shared")
 CONDITION_MARGIN = 10.0
@@ -105,15 +107,15 @@ def seed_points(r_A, d_A, r_PA, r_B, d_B, r_PB, platform_center=(0.0, 0.0, 0.0),
         if not (0 < d < np.sqrt(3) * r):
             raise ValueError(f"d_{name} = {d} must lie in (0, √3 r_{name} = {np.sqrt(3) * r:.6g}): a semi-regular "
                              f"hexagon needs short edges shorter than the chord of 120°")
-    top = hexapod_points(r_A, d_A, r_PA, jnp.asarray(platform_center, jnp.float64), gas_phase)
-    bottom = hexapod_points(r_B, d_B, r_PB, jnp.asarray(base_center, jnp.float64), gas_phase)
+    top = hexapod_points(r_A, d_A, r_PA, jnp.asarray(platform_center, default_dtype()), gas_phase)
+    bottom = hexapod_points(r_B, d_B, r_PB, jnp.asarray(base_center, default_dtype()), gas_phase)
     return np.asarray(top), np.asarray(bottom)
 
 
 def build_stewart(platform_points, base_points, home_translation, *, platform_mass, platform_com, platform_inertia,
                   barrel_mass, barrel_com, barrel_inertia, rod_mass, rod_com, rod_inertia, stroke_min, stroke_max,
                   piston_area, tank_volume, precharge, gas_length_mid, ambient_pressure=101325.0,
-                  gas_mode="individual", gravity=(0.0, 0.0, -9.81), max_condition=None, dtype=jnp.float64):
+                  gas_mode="individual", gravity=(0.0, 0.0, -9.81), max_condition=None, dtype=None):
     """Host builder: validated `StewartParams`. The mid pose (where the gas is precharged) is
     p = `home_translation`, R = I. Per-leg fields accept a scalar or (9,). ValueError names the field.
 
@@ -176,6 +178,7 @@ def build_stewart(platform_points, base_points, home_translation, *, platform_ma
                          f"stroke_min {length_home[N_ELECTRIC:] - f['stroke_min'][N_ELECTRIC:]}")
     if f["precharge"] + f["ambient_pressure"] <= 0:
         raise ValueError(f"precharge {f['precharge']} + ambient_pressure must be a positive absolute pressure")
+    dtype = default_dtype(dtype)
     params = StewartParams(**{k: jnp.asarray(v, dtype) for k, v in f.items()}, max_condition=jnp.asarray(np.inf, dtype),
                            gas_mode=gas_mode)
     condition_home = float(pose_status(params, jnp.asarray(home, dtype), jnp.eye(3, dtype=dtype)).condition)

@@ -26,6 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from jaxsoa.multibody.arguments import default_dtype
+
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +56,7 @@ class TetherState:
     s_dot: jax.Array
 
 
-def tether_params(rho, EA, alpha, length, n_elements, lumped=False, dtype=jnp.float64) -> TetherParams:
+def tether_params(rho, EA, alpha, length, n_elements, lumped=False, dtype=None) -> TetherParams:
     """Host-side builder: validates every field (ValueError naming it) and casts to `dtype`."""
     for name, value, ok in (("rho", rho, rho > 0), ("EA", EA, EA > 0), ("alpha", alpha, alpha >= 0),
                             ("length", length, length > 0)):
@@ -63,6 +65,7 @@ def tether_params(rho, EA, alpha, length, n_elements, lumped=False, dtype=jnp.fl
                              f" got {value!r}")
     if not (isinstance(n_elements, int | np.integer) and n_elements >= 2):
         raise ValueError(f"TetherParams.n_elements must be an int ≥ 2 (one interior node), got {n_elements!r}")
+    dtype = default_dtype(dtype)
     cast = lambda x: jnp.asarray(x, dtype)  # noqa: E731
     return TetherParams(cast(rho), cast(EA), cast(alpha), cast(length), int(n_elements), bool(lumped))
 

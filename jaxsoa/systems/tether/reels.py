@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.lax.linalg import tridiagonal_solve
 
+from jaxsoa.multibody.arguments import default_dtype
 from jaxsoa.systems.tether.fem import (
     TetherParams,
     TetherState,
@@ -55,7 +56,7 @@ class TetherInputs:
 
 
 def tether_inputs(reel_accel=(0.0, 0.0), reel_force=(0.0, 0.0), reel_damping=(0.0, 0.0), reel_inertia=(1.0, 1.0),
-                  end_mass=(1.0, 1.0), force_driven=(False, False), dtype=jnp.float64) -> TetherInputs:
+                  end_mass=(1.0, 1.0), force_driven=(False, False), dtype=None) -> TetherInputs:
     """Host-side builder; ValueError naming the field for a wrong shape, a non-finite value, a negative
     damping or mass, or a non-positive reel inertia at a force-driven end."""
     fields = dict(reel_accel=reel_accel, reel_force=reel_force, reel_damping=reel_damping,
@@ -70,6 +71,7 @@ def tether_inputs(reel_accel=(0.0, 0.0), reel_force=(0.0, 0.0), reel_damping=(0.
     if len(force_driven) != 2 or any(f and m <= 0 for f, m in zip(force_driven, reel_inertia, strict=True)):
         raise ValueError(f"TetherInputs.reel_inertia must be > 0 at force-driven ends {force_driven}, "
                          f"got {reel_inertia!r}")
+    dtype = default_dtype(dtype)
     return TetherInputs(**{k: jnp.asarray(v, dtype) for k, v in fields.items()}, force_driven=force_driven)
 
 
