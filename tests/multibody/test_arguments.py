@@ -184,12 +184,13 @@ def test_leading_batch_equals_vmap(models):
     q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k, 0.5))(keys)
     v = jnp.asarray(np.random.default_rng(1).normal(size=(5, model.nv)))
     tau = jnp.ones(model.nv)                                       # shared by the batch
-    batched = jaxsoa.aba(model, q, v, tau)
+    batched = jax.jit(jaxsoa.aba)(model, q, v, tau)
     assert batched.shape == (5, model.nv)
-    np.testing.assert_array_equal(batched, jax.vmap(jaxsoa.aba, (None, 0, 0, None))(model, q, v, tau))
-    grid = jaxsoa.crba(model, q.reshape(5, 1, model.nq))           # two leading axes
+    mapped = jax.jit(jax.vmap(jaxsoa.aba, (None, 0, 0, None)))(model, q, v, tau)
+    np.testing.assert_array_equal(batched, mapped)
+    grid = jax.eval_shape(jaxsoa.crba, model, q.reshape(5, 1, model.nq))       # two leading axes
     assert grid.shape == (5, 1, model.nv, model.nv)
-    result = jaxsoa.rnea_free_floating(model, q, v, jnp.zeros(model.nv - 6))
+    result = jax.eval_shape(jaxsoa.rnea_free_floating, model, q, v, jnp.zeros(model.nv - 6))
     assert result.tau_joints.shape == (5, model.nv - 6) and result.base_wrench.shape == (5, 6)
     with pytest.raises(ValueError, match="different leading shapes"):
         jaxsoa.aba(model, q, v[:3], tau)

@@ -209,13 +209,21 @@ class LegMotion(typing.NamedTuple):
     alpha: jax.Array
 
 
-def leg_lengths(params: StewartParams, p_world_platform, R_world_platform):
-    """(arm R a_i (9, 3), joint A_i (9, 3), length (9,), direction (9, 3)): l n = p + R a − b."""
+class LegGeometry(typing.NamedTuple):
+    """arm R a_i (9, 3) and joint A_i (9, 3) in world axes, length l_i (9,), unit direction n_i (9, 3)."""
+    arm: jax.Array
+    joint: jax.Array
+    length: jax.Array
+    direction: jax.Array
+
+
+def leg_lengths(params: StewartParams, p_world_platform, R_world_platform) -> LegGeometry:
+    """`LegGeometry` of the nine legs at a pose: l n = p + R a − b."""
     arm = params.platform_points @ R_world_platform.T
     joint = p_world_platform[None] + arm
     leg = joint - params.base_points
     length = jnp.linalg.norm(leg, axis=-1)
-    return arm, joint, length, leg / length[:, None]
+    return LegGeometry(arm, joint, length, leg / length[:, None])
 
 
 def leg_motion(params: StewartParams, p_world_platform, R_world_platform, u, udot):
@@ -282,9 +290,17 @@ def raise_if_invalid(status: PoseStatus):
                      f"{np.asarray(status.length)[first][legs]}), J₁₋₆ condition number {condition:.3g}")
 
 
-def path_state(pose_path, t):
+class PathState(typing.NamedTuple):
+    """Pose and twist along a path: p (3,), R (3, 3), u = [ṗ; ω] (6,), udot (6,)."""
+    p: jax.Array
+    R: jax.Array
+    u: jax.Array
+    udot: jax.Array
+
+
+def path_state(pose_path, t) -> PathState:
     """Exact twist and its rate along a smooth pose path `pose_path(s) -> (p (3,), R (3, 3))`:
-    (p, R, u = [ṗ; ω], udot) at scalar time `t`, with ω = vee(Ṙ Rᵀ) (nested jvp)."""
+    `PathState` (p, R, u = [ṗ; ω], udot) at scalar time `t`, with ω = vee(Ṙ Rᵀ) (nested jvp)."""
     one = jnp.ones_like(t)
 
     def twist(s):
@@ -293,9 +309,10 @@ def path_state(pose_path, t):
         return (p, R), jnp.concatenate([p_dot, jnp.stack([w_hat[2, 1], w_hat[0, 2], w_hat[1, 0]])])
 
     ((p, R), u), (_, udot) = jax.jvp(twist, (t,), (one,))
-    return p, R, u, udot
+    return PathState(p, R, u, udot)
 
 
-__all__ = ["CONDITION_MARGIN", "GAS_MODES", "N_ELECTRIC", "N_LEGS", "LegMotion", "PoseStatus", "StewartParams",
+__all__ = ["CONDITION_MARGIN", "GAS_MODES", "N_ELECTRIC", "N_LEGS", "LegGeometry", "LegMotion", "PathState",
+           "PoseStatus", "StewartParams",
            "build_stewart", "check_pose", "hexapod_points", "jacobian", "leg_lengths", "leg_motion", "path_state",
            "pose_status", "raise_if_invalid", "seed_points"]

@@ -16,6 +16,7 @@ from jaxsoa.systems.tether.coupling import (
     with_exit_nodes,
 )
 from jaxsoa.systems.tether.fem import (
+    ElementStrain,
     TetherParams,
     TetherState,
     check_tether_state,
@@ -64,6 +65,7 @@ from jaxsoa.systems.tether.reels import (
 __all__ = [
     "PAYOUT_SIGN",
     "CoupledAccelerations",
+    "ElementStrain",
     "EndCoupling",
     "EnergyRates",
     "ExitPoint",
