@@ -59,10 +59,10 @@ def reduce(fm: FlexibleModel, n_modes, beams):
             raise ValueError(f"field 'n_modes' = {n_modes} exceeds the beam's n_segments = {beam.n_segments}")
         psi = _slope_basis(beam.n_segments, beam.length, n_modes)
         n_axes = len(beam.bending_axes)
+        block = np.zeros((beam.n_segments * n_axes, n_axes * n_modes))
         for a in range(n_axes):                       # joints of one node are consecutive: (z, y) per node
-            block = np.zeros((beam.n_segments * n_axes, n_modes))
-            block[a::n_axes] = psi
-            blocks.append(block)
+            block[a::n_axes, a * n_modes:(a + 1) * n_modes] = psi
+        blocks.append(block)
     rows = sum(b.shape[0] for b in blocks)
     if rows != len(fm.v_index):
         raise ValueError("field 'beams' does not match the FlexibleModel's deformation joints")
