@@ -60,6 +60,7 @@ from jaxsoa.constraints import (
 )
 from jaxsoa.integrators.rollout import Trajectory, rollout, rollout_constrained, rollout_switching
 from jaxsoa.integrators.steps import ode_rk4_step, rk4_step, semi_implicit_euler_step
+from jaxsoa.io.mjcf import load_mjcf
 from jaxsoa.io.urdf import load_urdf
 from jaxsoa.multibody.build import build_model
 from jaxsoa.multibody.config_space import configuration_derivative, integrate, neutral, random_configuration
@@ -108,6 +109,7 @@ __all__ = [
     "joint_jacobians",
     "link_accelerations",
     "link_velocities",
+    "load_mjcf",
     "load_urdf",
     "loop_closure",
     "mass_matrix_operator",

@@ -26,6 +26,8 @@ assumption 4); joints are undamped revolute joints with limits ±4π rad that no
 jaxsoa: `build(floating)`, link `EE_LINK` (7) is the end effector (hub = link 0); q is
 [hub pose (7), 7 joints] when floating (Pinocchio's free-flyer layout), else the 7 joint angles.
 Pinocchio: `build_pinocchio(floating)`. MuJoCo (fixed base only): `build_mujoco(timestep)`.
+MJCF of the same table (hub on a free joint): `mjcf_text()`, committed as
+tests/data/mjcf/space_arm_7dof.xml.
 """
 
 import dataclasses
@@ -123,6 +125,41 @@ def write_urdf(path) -> pathlib.Path:
     """Write `urdf_text()` to `path` and return it."""
     path = pathlib.Path(path)
     path.write_text(urdf_text())
+    return path
+
+
+def mjcf_text() -> str:
+    """The MJCF of hub + arm from `HUB` and `ARM`: the bodies, joints and inertias of `urdf_text()`,
+    the hub on a free joint named like `load_urdf`'s (`root_joint`), gravity zero. Committed as
+    tests/data/mjcf/space_arm_7dof.xml (`write_mjcf`); `jaxsoa.load_mjcf(..., floating_base=False)`
+    welds the hub."""
+    def inertial(mass, com, I):
+        return (f'<inertial pos="{_vec(com)}" mass="{mass:.12g}" fullinertia="{I[0, 0]:.12g} {I[1, 1]:.12g} '
+                f'{I[2, 2]:.12g} {I[0, 1]:.12g} {I[0, 2]:.12g} {I[1, 2]:.12g}"/>')
+
+    lines = ["<!-- generated from the parameter table of sims/space_arm_7dof.py (mjcf_text); regenerate with",
+             "     python -c \"from sims import space_arm_7dof; space_arm_7dof.write_mjcf('tests/data/mjcf/"
+             "space_arm_7dof.xml')\" -->",
+             '<mujoco model="space_arm_7dof">', '  <option gravity="0 0 0"/>', "  <worldbody>",
+             '    <body name="hub">', '      <freejoint name="root_joint"/>',
+             f"      {inertial(HUB.mass, (0, 0, 0), hub_inertia())}"]
+    origin = HUB.mount
+    for depth, link in enumerate(ARM, 3):
+        pad = "  " * depth
+        lines += [f'{pad}<body name="{link.name}" pos="{_vec(origin)}">',
+                  f'{pad}  <joint name="{link.joint}" type="hinge" axis="{_vec(link.axis)}" '
+                  f'range="{-JOINT_LIMIT:.12g} {JOINT_LIMIT:.12g}"/>',
+                  f"{pad}  {inertial(link.mass, np.asarray(link.direction) * link.length / 2, tube_inertia(link))}"]
+        origin = np.asarray(link.direction) * link.length
+    lines += ["  " * depth + "</body>" for depth in range(len(ARM) + 2, 1, -1)]
+    lines += ["  </worldbody>", "</mujoco>", ""]
+    return "\n".join(lines)
+
+
+def write_mjcf(path) -> pathlib.Path:
+    """Write `mjcf_text()` to `path` and return it."""
+    path = pathlib.Path(path)
+    path.write_text(mjcf_text())
     return path
 
 
