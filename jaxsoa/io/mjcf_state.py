@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.spatial.rotation import quat_normalize, quat_to_rotation
@@ -88,6 +89,7 @@ def _omega_cross_linear(model: Model, v):
     return out.at[..., lin].set(jnp.cross(v[..., ang], v[..., lin]))
 
 
+@entry_point(qpos='q', qvel='v')
 def from_mujoco(model: Model, qpos, qvel):
     """MuJoCo's (qpos (..., nq), qvel (..., nv)) -> jaxsoa's (q, v): quaternions to (x, y, z, w),
     free-joint linear velocity to the body frame (v_lin = Rᵀ u). NumPy input (MjData's arrays) is fine."""
@@ -96,22 +98,26 @@ def from_mujoco(model: Model, qpos, qvel):
     return q, _rotate_linear(model, q, qvel, transpose=True)
 
 
+@entry_point(q='q', v='v')
 def to_mujoco(model: Model, q, v):
     """jaxsoa's (q (..., nq), v (..., nv)) -> MuJoCo's (qpos, qvel); the inverse of `from_mujoco`."""
     q, v = jnp.asarray(q), jnp.asarray(v)
     return q[..., _permutation(model, False)], _rotate_linear(model, q, v, transpose=False)
 
 
+@entry_point(qpos='q', qfrc='v')
 def force_from_mujoco(model: Model, qpos, qfrc):
     """MuJoCo generalized force qfrc (..., nv) at qpos (..., nq) -> jaxsoa τ (..., nv) (τ_lin = Rᵀ f)."""
     return _rotate_linear(model, jnp.asarray(qpos)[..., _permutation(model, True)], jnp.asarray(qfrc), transpose=True)
 
 
+@entry_point(q='q', tau='v')
 def force_to_mujoco(model: Model, q, tau):
     """jaxsoa τ (..., nv) at q (..., nq) -> MuJoCo's qfrc (..., nv) (f = R τ_lin); same power qfrc·qvel = τ·v."""
     return _rotate_linear(model, jnp.asarray(q), jnp.asarray(tau), transpose=False)
 
 
+@entry_point(qpos='q', qvel='v', qacc='v')
 def acceleration_from_mujoco(model: Model, qpos, qvel, qacc):
     """MuJoCo's qacc (..., nv) at (qpos, qvel) -> jaxsoa's a = dv/dt (..., nv):
     a_lin = Rᵀ u̇ − ω × v_lin on free joints (the derivative of v_lin = Rᵀ u)."""
@@ -119,12 +125,14 @@ def acceleration_from_mujoco(model: Model, qpos, qvel, qacc):
     return _rotate_linear(model, q, jnp.asarray(qacc), transpose=True) - _omega_cross_linear(model, v)
 
 
+@entry_point(q='q', v='v', a='v')
 def acceleration_to_mujoco(model: Model, q, v, a):
     """jaxsoa's a (..., nv) at (q, v) -> MuJoCo's qacc: u̇ = R (a_lin + ω × v_lin) on free joints."""
     q, v = jnp.asarray(q), jnp.asarray(v)
     return _rotate_linear(model, q, jnp.asarray(a) + _omega_cross_linear(model, v), transpose=False)
 
 
+@entry_point(q='q', v='v')
 def passive_force(model: Model, joints: JointProperties, q, v):
     """MuJoCo's joint passive force in jaxsoa's coordinates, (..., nv):
     τ = −damping ∘ v − stiffness ∘ (q_dof − spring_reference), the spring on hinge and slide dofs.

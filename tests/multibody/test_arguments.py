@@ -20,8 +20,9 @@ from jaxsoa.multibody.arguments import SHAPES
 from jaxsoa.multibody.joints import JointType
 from tests.helpers.trees import build_jaxsoa, random_tree
 
-NAMESPACES = (jaxsoa.algorithms, jaxsoa.constraints, jaxsoa.integrators, jaxsoa.multibody, jaxsoa.workflows)
-SKIP = {"rollout_switching"}          # needs a reconfigurable design: tests/integrators/test_rollout_checks.py
+NAMESPACES = (jaxsoa.algorithms, jaxsoa.constraints, jaxsoa.integrators, jaxsoa.multibody, jaxsoa.workflows, jaxsoa.io)
+SKIP = {"rollout_switching",          # needs a reconfigurable design: tests/integrators/test_rollout_checks.py
+        "passive_force"}              # needs MJCF joint properties: tests/io/test_mjcf.py
 
 
 def _entry_points():
