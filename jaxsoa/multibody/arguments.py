@@ -175,9 +175,11 @@ def _checked_arguments(fn_name, bound, specs, model):
     return batches
 
 
-def entry_point(**specs):
+def entry_point(precondition=None, **specs):
     """Decorator: check `fn(model, ...)`'s arguments named in `specs` ({argument: kind}, kinds in
-    `SHAPES` or "link") and run it per sample over leading batch axes (module docstring)."""
+    `SHAPES` or `SCALAR_KINDS`) and run it per sample over leading batch axes (module docstring).
+    `precondition(model)`, if given, runs first (a requirement on the model, e.g. its joint types,
+    reported before any shape is compared)."""
     def wrap(fn):
         signature = inspect.signature(fn)
         model_name = next(iter(signature.parameters))
@@ -189,6 +191,8 @@ def entry_point(**specs):
             except TypeError as err:
                 raise TypeError(f"{fn.__name__}: {err}") from None
             model = check_model_type(bound.arguments[model_name], model_name)
+            if precondition is not None:
+                precondition(model)
             batches = _checked_arguments(fn.__name__, bound, specs, model)
             batched = [name for name, b in batches.items() if b]
             if not batched:

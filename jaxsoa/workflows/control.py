@@ -39,23 +39,29 @@ def _one_dof(joint_types) -> bool:
     return all(JointType(t).nq == JointType(t).nv for t in joint_types)
 
 
-@entry_point(q='q', v='v', q_des='q', v_des='v', a_des='v', f_ext='f_ext')
+def _require_one_dof(model: Model):
+    if not _one_dof(model.joint_types):
+        raise ValueError("computed_torque needs 1-DoF joints only; use computed_torque_free_floating")
+
+
+def _require_free_floating_arm(model: Model):
+    if floating_base(model) != 0 or not _one_dof(model.joint_types[1:]):
+        raise ValueError("computed_torque_free_floating needs the hub stored first and 1-DoF arm joints")
+
+
+@entry_point(_require_one_dof, q='q', v='v', q_des='q', v_des='v', a_des='v', f_ext='f_ext')
 def computed_torque(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None):
     """Fixed base: τ = RNEA(q, v, a_cmd). All joints must be 1-DoF (q − q_des is then a tangent
     vector); for a floating hub use `computed_torque_free_floating`."""
-    if not _one_dof(model.joint_types):
-        raise ValueError("computed_torque needs 1-DoF joints only; use computed_torque_free_floating")
     return rnea(model, q, v, commanded_acceleration(q, v, q_des, v_des, a_des, kp, kd), f_ext)
 
 
-@entry_point(q='q', v='v', q_des='joints', v_des='joints', a_des='joints', f_ext='f_ext')
+@entry_point(_require_free_floating_arm, q='q', v='v', q_des='joints', v_des='joints', a_des='joints', f_ext='f_ext')
 def computed_torque_free_floating(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None):
     """Free-floating hub: joint torques (nv − 6,) that give the joints a_cmd while the hub moves
     freely (momentum conserved). q_des, v_des, a_des are joint-space targets (nv − 6,); the joints
     other than the hub's must be 1-DoF."""
     _, joint_dofs = base_and_joint_dofs(model)
-    if floating_base(model) != 0 or not _one_dof(model.joint_types[1:]):
-        raise ValueError("computed_torque_free_floating needs the hub stored first and 1-DoF arm joints")
     a_cmd = commanded_acceleration(q[JointType.FREE.nq:], v[joint_dofs], q_des, v_des, a_des, kp, kd)
     return rnea_free_floating(model, q, v, a_cmd, f_ext).tau_joints
 

@@ -111,7 +111,7 @@ def test_checkify_reports_bad_traced_models(group):
     cyclic = model.with_parent(model.parent.at[root].set(child))     # root ↔ child loop
     with pytest.raises(checkify.JaxRuntimeError, match=r"cycle|root"):
         checked(cyclic, q)[0].throw()
-    with pytest.raises(checkify.JaxRuntimeError, match="negative mass"):
+    with pytest.raises(checkify.JaxRuntimeError, match="'mass' is negative"):
         checked(dataclasses.replace(model, mass=-model.mass), q)[0].throw()
     with pytest.raises(checkify.JaxRuntimeError, match="quaternion"):
         checked(model, q.at[model.q_columns(jaxsoa.JointType.FREE)[0, -1]].set(2.0))[0].throw()
