@@ -66,7 +66,8 @@ def _integers(name, values, link_names=None):
     if x.ndim != 1:
         raise ValueError(f"field '{name}' must be a 1-D sequence of integers, got shape {x.shape}")
     if x.dtype.kind == "f":
-        bad = np.flatnonzero(~np.isfinite(x) | (x != np.round(np.nan_to_num(x))))
+        finite = np.nan_to_num(x)
+        bad = np.flatnonzero(~np.isfinite(x) | (x != np.round(finite)) | (np.abs(finite) > 2**31))
         if bad.size:
             where = f"link '{link_names[bad[0]]}': " if link_names is not None and bad[0] < len(link_names) else ""
             raise ValueError(f"{where}field '{name}' = {x[bad[0]]} is not an integer")
@@ -150,15 +151,16 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
                   placement_rotation=placement_rotation, placement_translation=placement_translation)
     for name, value in fields.items():
         _check_finite(name, value, link_names)
-    validate_inertia(mass, inertia_com, link_names)
-    for k, t in enumerate(joint_types):
-        if t.uses_axis and abs(np.linalg.norm(joint_axis[k]) - 1) > 1e-9:
-            raise ValueError(f"link '{link_names[k]}': field 'joint_axis' is not a unit vector")
-    for k in range(n):
-        for i, R in enumerate(placement_rotation[k]):
-            if np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) < 0:
-                raise ValueError(f"link '{link_names[k]}' (interface {i}): field "
-                                 "'placement_rotation' is not a rotation matrix")
+    with np.errstate(over="ignore", invalid="ignore"):           # huge finite entries: rejected below, quietly
+        validate_inertia(mass, inertia_com, link_names)
+        for k, t in enumerate(joint_types):
+            if t.uses_axis and abs(np.linalg.norm(joint_axis[k]) - 1) > 1e-9:
+                raise ValueError(f"link '{link_names[k]}': field 'joint_axis' is not a unit vector")
+        for k in range(n):
+            for i, R in enumerate(placement_rotation[k]):
+                if np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) < 0:
+                    raise ValueError(f"link '{link_names[k]}' (interface {i}): field "
+                                     "'placement_rotation' is not a rotation matrix")
     inboard_interface = np.zeros(n, np.int64) if inboard_interface is None else \
         _integers("inboard_interface", inboard_interface, link_names)
     if inboard_interface.shape != (n,):

@@ -60,7 +60,8 @@ def model_violations(model: Model) -> dict:
         "field 'placement_rotation' or 'placement_translation' is not finite":
             ~(finite(R) & finite(model.placement_translation)),
         "field 'placement_rotation' is not a rotation matrix":
-            jnp.any(jnp.max(jnp.abs(RtR - jnp.eye(3, dtype=R.dtype)), axis=(-1, -2)) > tol, axis=1)
+            jnp.any(jnp.max(jnp.abs(RtR - jnp.broadcast_to(jnp.eye(3, dtype=R.dtype), RtR.shape)), axis=(-1, -2))
+                    > tol, axis=1)
             | jnp.any(jnp.linalg.det(R) < 0, axis=1),
         "field 'joint_axis' is not a finite unit vector":
             uses_axis & ~(jnp.abs(axis_norm - 1) <= tol),
