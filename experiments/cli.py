@@ -57,8 +57,8 @@ def main(argv=None):
         args = _reproduce_argv(args)
     module = importlib.import_module(module_name)
     sys.argv[0] = f"{PROG} {parsed.command}"
-    module.main(args)
-    return 0
+    status = module.main(args)
+    return status if isinstance(status, int) else 0      # a command's own status: 1 for non-finite results
 
 
 if __name__ == "__main__":

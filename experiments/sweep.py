@@ -1,284 +1,143 @@
-"""Monte Carlo sweeps of the sims/ systems over every device (`jaxsoa.workflows.sharding.sharded_map`).
+"""Monte Carlo sweeps of the sims/ systems (experiments/sweep_systems.py), durable and resumable:
+each system's samples are committed chunk by chunk to its own run directory
+(`jaxsoa.workflows.runner.run_sweep`), so an interruption, a crash or a full disk loses nothing done.
 
-    python -m experiments.sweep [--system space_arm dual_arm] [--count 512] [--chunk 256] [--steps 200]
-                                [--out outputs/sweep] [--coordinator HOST:PORT --num-processes N --process-id I]
+    python -m experiments sweep [--system space_arm dual_arm] [--count 512] [--chunk 256] [--steps 200]
+        [--seed 0] [--out outputs/sweep] [--resume] [--executor local|dask --scheduler ADDR]
+        [--on-nonfinite report|fail] [--progress-every 30]
+        [--coordinator HOST:PORT --num-processes N --process-id I]
 
-Systems (`SYSTEMS`; a new system is one more `SweepSystem` entry):
+Writes under --out (and prints where): ``<system>/``, one run directory per system (zarr; read it,
+finished or not, with `jaxsoa.workflows.store.read_sweep`: inputs, outputs and the per-sample
+``done`` mask), ``sweep_<system>.png`` (histograms, once a system is complete), and
+``sweep_summary.md`` / ``.json`` (per output: mean / std / quantiles over the finite samples done,
+the number of non-finite ones, the throughput), also written when the sweep stops early.
 
-* ``space_arm``: the 7-DOF arm on its free-flying hub (sims/space_arm_7dof.py) carrying a point
-  payload of random mass (0-200 kg) at the end-effector tip, released with random joint rates
-  (±0.05 rad/s per joint) and the hub twist that makes the total momentum zero, then coasting
-  (zero torque, RK4, dt = 0.01 s). Outputs: the hub's attitude disturbance (final and peak rotation
-  angle), its displacement, and the momentum drift (a conservation check: RK4 error, ~1e-13).
-* ``dual_arm``: the 3-D dual-arm spacecraft with a free hub (sims/dual_arm_spacecraft.py) in a
-  random one of its three topologies (`CONFIGURATIONS`, built per sample inside the compiled
-  call by `jaxsoa.topology.reconfigure.apply_configuration`: one compilation for all topologies), random
-  initial joint angles (±0.5 rad), each joint driven along q_des = q₀ + a (1 − cos ωt) (a ±0.5 rad,
-  ω 0.5-2 rad/s) by free-floating computed torque (K_p = ω_c², K_d = 2ω_c, ω_c = 10 rad/s, sampled
-  once per step and held). Outputs: peak joint torque, hub attitude change, hub displacement, final
-  tracking error (small: the model is exact, the zero-order hold leaves O(dt) errors). Grouped by
-  topology.
-* ``stewart``: the gas-assisted Gough-Stewart platform (sims/stewart_gas.py) with a random extra
-  payload (0-8000 kg on its 12 t platform + payload, mass and inertia scaled together) following the
-  sine profile with a random heave amplitude (0.05-0.25 m; pitch 6°, roll 5°) for `steps` samples of
-  dt; Kane's inverse dynamics (`jaxsoa.systems.stewart.dynamics.inverse_dynamics`) at each sample. Outputs:
-  peak and RMS electric cylinder force, peak gas-spring force (NaN flags a pose out of stroke).
-* ``tether``: the seed-001 dumbbell (500 kg platform, 50 kg subsatellite, jaxsoa tether FEM of 4
-  lumped elements, ρ = 5 g/m) on the local vertical of a circular 7000 km orbit, deploying from 50 m
-  at a constant random reel rate (0.5-3 m/s) with random EA (1-5 N) and α (0-0.05 s), from the
-  gravity-gradient equilibrium stretch; `steps` RK4 steps of its own TETHER_DT = 0.1 s (not dt:
-  the element modes allow it, and 0.01 s would show no libration). Outputs: peak tension, final
-  in-plane libration (Coriolis lag), final deployed length (a check: l₀ + rate · t, exact).
+* ``--resume`` continues the run directories in --out: only the chunks not yet committed are
+  computed, and the result equals an uninterrupted run bit for bit. The parameters (count, chunk,
+  steps, seed) must be those of the first run (a difference is refused, naming it). Without
+  ``--resume`` an existing run is never overwritten.
+* SIGINT / SIGTERM: the chunk being fetched is committed, the one in flight dropped; the command
+  prints the samples saved and the command that resumes, and exits 130 / 143.
+* ``--executor dask --scheduler tcp://HOST:8786``: the chunks run as tasks on a Dask cluster
+  (`jaxsoa.workflows.executors.DaskExecutor`); this process writes the results.
+* Multi-host: the three ``--coordinator`` options call `jax.distributed.initialize`; every process
+  runs the same command, process 0 writes.
 
-Writes to --out: ``sweep_<system>.npz`` (inputs and per-sample outputs, metadata JSON inside; read
-with `jaxsoa.workflows.results.read_results`), ``sweep_<system>.png`` (histograms), ``sweep_summary.json``
-and ``sweep_summary.md`` (mean / std / quantiles per output, and the throughput), and prints the table.
-Multi-host: the three options call `jax.distributed.initialize` (see `jaxsoa.workflows.sharding`); every
-process runs the same command, process 0 writes the files.
+Exit status: 0 done; 1 a write or executor error (its message names the path; the run stays
+resumable); 2 a usage error (a bad option, an unwritable --out, an existing run without --resume,
+a resume with other parameters); 3 done, but with non-finite outputs under ``--on-nonfinite fail``;
+130 / 143 stopped by SIGINT / SIGTERM.
 """
 
-import dataclasses
 import json
 import pathlib
+import shlex
+import signal
 import sys
 import time
-from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import matplotlib
 import numpy as np
 
-import jaxsoa
-from experiments._common import command_parser, markdown_table
-from jaxsoa.spatial.algebra import skew
-from jaxsoa.systems import orbit as orb
-from jaxsoa.systems.stewart.dynamics import inverse_dynamics
-from jaxsoa.systems.stewart.geometry import path_state
-from jaxsoa.systems.tether.coupling import rk4_step_dumbbell
-from jaxsoa.systems.tether.fem import TetherState, element_strain, element_tension, tether_params
-from jaxsoa.systems.tether.reels import tether_inputs
-from jaxsoa.topology.reconfigure import apply_configuration, design_arrays
-from jaxsoa.workflows.results import flatten, summarize, write_results
-from jaxsoa.workflows.sharding import initialize_distributed, sharded_map
-from sims import dual_arm_spacecraft as dual
-from sims import space_arm_7dof as arm
-from sims import stewart_gas
+from experiments import sweep_cli
+from experiments._common import markdown_table
+from experiments.sweep_systems import DT, OMEGA, SYSTEMS, TETHER_DT, SweepSystem  # noqa: F401  (re-exported)
+from jaxsoa.workflows.results import nonfinite_counts, summarize, write_atomic
+from jaxsoa.workflows.runner import StopOnSignals, run_sweep
+from jaxsoa.workflows.sharding import initialize_distributed
+from jaxsoa.workflows.store import (
+    SweepExistsError,
+    SweepMismatchError,
+    differences,
+    open_store,
+    probe_writable,
+    read_sweep,
+)
 
 matplotlib.use("Agg")
-DT = 0.01                                  # s, RK4 step of every system
-OMEGA = 10.0                               # rad/s, computed-torque loop bandwidth (dual_arm)
-TETHER_DT = 0.1                            # s, RK4 step of the tether: ω dt ≤ 0.5 for its stiffest draw at 50 m
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepSystem:
-    """A sweepable system. ``sample(rng, count)`` -> host batch {name: (count, ...) array};
-    ``simulator(steps)`` -> per-sample ``fn(sample) -> {output name: scalar}`` (jittable);
-    ``outputs`` {name: axis label}; ``group``: an integer batch field to split the statistics by."""
-    description: str
-    sample: Callable
-    simulator: Callable
-    outputs: dict
-    group: str | None = None
-
-
-def hub_angle(q):
-    """Rotation angle [rad] of the hub quaternion (xyzw, q[3:7]) from the identity."""
-    return 2 * jnp.arctan2(jnp.linalg.norm(q[3:6]), jnp.abs(q[6]))
-
-
-def hub_metrics(qs):
-    """Final and peak hub rotation [deg], final hub displacement [mm] of a trajectory qs (T, nq)."""
-    angles = jax.vmap(hub_angle)(qs)
-    return {"hub_angle_final_deg": jnp.degrees(angles[-1]), "hub_angle_peak_deg": jnp.degrees(angles.max()),
-            "hub_displacement_mm": 1e3 * jnp.linalg.norm(qs[-1, :3] - qs[0, :3])}
-
-
-def with_point_mass(model, link: int, mass, position):
-    """The model with a point mass added to ``link`` at ``position`` (link frame), every interface
-    column: m' = m + m_p, c' = (m c + m_p p) / m', J' = J + m S(c − c') + m_p S(p − c'), S(d) = −[d]²."""
-    m, c, J = model.mass[link], model.com[link], model.inertia_com[link]
-    m_new = m + mass
-    c_new = (m[:, None] * c + mass * position[None]) / m_new[:, None]
-
-    def shift(d):
-        return -skew(d) @ skew(d)
-
-    J_new = J + m[:, None, None] * jax.vmap(shift)(c - c_new) + mass * jax.vmap(shift)(position[None] - c_new)
-    return dataclasses.replace(model, mass=model.mass.at[link].set(m_new), com=model.com.at[link].set(c_new),
-                               inertia_com=model.inertia_com.at[link].set(J_new))
-
-
-def space_arm_sample(rng, count):
-    return {"payload_kg": rng.uniform(0.0, 200.0, count), "joint_rates": rng.uniform(-0.05, 0.05, (count, 7))}
-
-
-def space_arm_simulator(steps):
-    base = arm.build(floating=True)
-    tip = jnp.asarray(arm.ARM[-1].direction) * arm.ARM[-1].length            # end-effector tip, link frame
-    q0 = jnp.asarray(np.r_[np.zeros(6), 1.0, np.zeros(7)])
-
-    def simulate(sample):
-        model = with_point_mass(base, arm.EE_LINK, sample["payload_kg"], tip)
-        M = jaxsoa.crba(model, q0)
-        rates = sample["joint_rates"]
-        v0 = jnp.concatenate([-jnp.linalg.solve(M[:6, :6], M[:6, 6:] @ rates), rates])   # zero momentum
-        qs, vs = jaxsoa.rollout(model, q0, v0, lambda t, q, v: jnp.zeros(13), DT, steps)
-        drift = jaxsoa.spatial_momentum(model, qs[-1], vs[-1]) - jaxsoa.spatial_momentum(model, q0, v0)
-        return {**hub_metrics(qs), "momentum_drift": jnp.abs(drift).max()}
-
-    return simulate
-
-
-def dual_arm_sample(rng, count):
-    return {"configuration": rng.integers(1, len(dual.CONFIGURATIONS) + 1, count),
-            "q_joints": rng.uniform(-0.5, 0.5, (count, 6)), "amplitude": rng.uniform(-0.5, 0.5, (count, 6)),
-            "omega": rng.uniform(0.5, 2.0, count)}
-
-
-def dual_arm_simulator(steps):
-    template = dual.model(1, floating=True)
-    arrays = design_arrays(dual.design(floating=True))
-    table = jnp.asarray([dual.CONFIGURATIONS[k] for k in sorted(dual.CONFIGURATIONS)], jnp.int32)
-    ids = jnp.asarray(dual.IDS, jnp.int32)
-    kp, kd = jaxsoa.critically_damped_gains(OMEGA)
-
-    def simulate(sample):
-        model = apply_configuration(template, arrays, table[sample["configuration"] - 1], ids)
-        q_start, a, w = sample["q_joints"], sample["amplitude"], sample["omega"]
-
-        def step(state, t):                      # computed torque towards q_des = q₀ + a (1 − cos ωt), held over dt
-            q, v, peak = state
-            q_des, v_des, a_des = q_start + a * (1 - jnp.cos(w * t)), a * w * jnp.sin(w * t), a * w**2 * jnp.cos(w * t)
-            tau = jaxsoa.computed_torque_free_floating(model, q, v, q_des, v_des, a_des, kp, kd)
-            q, v = jaxsoa.rk4_step(model, q, v, jnp.concatenate([jnp.zeros(6), tau]), DT)
-            return (q, v, jnp.maximum(peak, jnp.abs(tau).max())), q
-
-        q0 = jnp.concatenate([jnp.zeros(6), jnp.ones(1), q_start])
-        (q_end, _, peak), qs = jax.lax.scan(step, (q0, jnp.zeros(12), jnp.zeros(())),
-                                             DT * jnp.arange(steps, dtype=q0.dtype))
-        q_des_end = q_start + a * (1 - jnp.cos(w * steps * DT))
-        return {**hub_metrics(jnp.concatenate([q0[None], qs])), "peak_torque_Nm": peak,
-                "tracking_error_rad": jnp.abs(q_end[7:] - q_des_end).max()}
-
-    return simulate
-
-
-def stewart_sample(rng, count):
-    return {"payload_kg": rng.uniform(0.0, 8000.0, count), "heave_m": rng.uniform(0.05, 0.25, count)}
-
-
-def stewart_simulator(steps):
-    base = stewart_gas.build()
-
-    def simulate(sample):
-        scale = 1 + sample["payload_kg"] / base.platform_mass                  # payload scales m and J together
-        params = dataclasses.replace(base, platform_mass=scale * base.platform_mass,
-                                     platform_inertia=scale * base.platform_inertia)
-        path = stewart_gas.sine_profile(heave=sample["heave_m"])
-
-        def forces(time):                                           # Kane: F = (J₁₋₆ᵀ)⁻¹ (h − J₇₋₉ᵀ τ_P)
-            result = inverse_dynamics(params, *path_state(path, time))
-            return result.force, result.gas.force
-
-        electric, gas = jax.vmap(forces)(DT * jnp.arange(steps + 1, dtype=base.platform_mass.dtype))
-        return {"peak_force_kN": jnp.abs(electric).max() / 1e3, "rms_force_kN": jnp.sqrt(jnp.mean(electric**2)) / 1e3,
-                "peak_gas_force_kN": jnp.abs(gas).max() / 1e3}
-
-    return simulate
-
-
-def tether_sample(rng, count):
-    return {"EA": rng.uniform(1.0, 5.0, count), "alpha": rng.uniform(0.0, 0.05, count),
-            "reel_rate": rng.uniform(0.5, 3.0, count)}
-
-
-def tether_simulator(steps, l0=50.0, masses=(500.0, 50.0)):
-    orbit = orb.circular_orbit(7.0e6)
-    n = orb.mean_motion(orbit)
-    base = tether_params(rho=5e-3, EA=1.0, alpha=0.0, length=1100.0, n_elements=4, lumped=True)
-    inputs = tether_inputs(end_mass=masses)
-    m_P, m_M = masses
-    mu = m_P * m_M / (m_P + m_M)
-    sbar = jnp.linspace(0.0, 1.0, base.n_elements + 1)[:, None]
-    offset = (sbar - m_M / (m_P + m_M)) * jnp.asarray([[1.0, 0.0, 0.0]])    # node − centre of mass per unit chord
-    omega = jnp.stack([0.0, 0.0, n])
-
-    def simulate(sample):
-        params = dataclasses.replace(base, EA=sample["EA"], alpha=sample["alpha"])
-        rate = sample["reel_rate"]
-        d = l0 / (1 - 3 * n**2 * mu * l0 / params.EA)             # equilibrium stretch EA (d/l − 1) = 3 n² μ d
-        r = d * offset                                            # on the local vertical, subsatellite up
-        v = jnp.cross(omega, r) + rate * d / l0 * offset          # at rest in LVLH + paying out at (1 + ε) ṗ
-        x0 = TetherState(r, v, jnp.stack([base.length - l0, base.length]), jnp.stack([-rate, jnp.zeros_like(rate)]))
-
-        def step(state, k):
-            x, peak = state
-            x = rk4_step_dumbbell(params, orbit, k * TETHER_DT, x, inputs, lambda t, y: jnp.zeros(2), TETHER_DT)
-            eps, eps_dot, _ = element_strain(params, x)
-            return (x, jnp.maximum(peak, element_tension(params, eps, eps_dot).max())), None
-
-        (x, peak), _ = jax.lax.scan(step, (x0, jnp.zeros_like(rate)), jnp.arange(steps, dtype=rate.dtype))
-        theta, _ = orb.libration_angles(orbit, steps * TETHER_DT, x.r[-1] - x.r[0])
-        return {"peak_tension_mN": 1e3 * peak, "final_libration_deg": jnp.degrees(theta),
-                "final_length_m": x.s[1] - x.s[0]}
-
-    return simulate
-
-
-SYSTEMS = {
-    "space_arm": SweepSystem("7-DOF arm on a free hub, random payload and joint rates, coasting",
-                             space_arm_sample, space_arm_simulator,
-                             {"hub_angle_final_deg": "hub attitude change at the end [deg]",
-                              "hub_angle_peak_deg": "peak hub attitude change [deg]",
-                              "hub_displacement_mm": "hub displacement [mm]",
-                              "momentum_drift": "max |h(T) − h(0)| [N s, N m s]"}),
-    "dual_arm": SweepSystem("dual-arm spacecraft, free hub, random topology (1-3) and joint motion",
-                            dual_arm_sample, dual_arm_simulator,
-                            {"peak_torque_Nm": "peak joint torque [N m]",
-                             "hub_angle_final_deg": "hub attitude change at the end [deg]",
-                             "hub_displacement_mm": "hub displacement [mm]",
-                             "tracking_error_rad": "final joint tracking error [rad]"}, group="configuration"),
-    "stewart": SweepSystem("gas-assisted Stewart platform, random payload and heave amplitude, sine profile",
-                           stewart_sample, stewart_simulator,
-                           {"peak_force_kN": "peak electric cylinder force [kN]",
-                            "rms_force_kN": "RMS electric cylinder force [kN]",
-                            "peak_gas_force_kN": "peak gas-spring force [kN]"}),
-    "tether": SweepSystem(f"tethered dumbbell in orbit, deployment from 50 m, random EA, α, reel rate "
-                          f"(RK4 dt = {TETHER_DT} s)", tether_sample, tether_simulator,
-                          {"peak_tension_mN": "peak tether tension [mN]",
-                           "final_libration_deg": "final in-plane libration [deg]",
-                           "final_length_m": "final deployed length [m]"}),
-}
+PROG = "python -m experiments sweep"
 STATS = ("mean", "std", "q5", "q50", "q95", "max")
 
 
-def summary_rows(system: str, spec: SweepSystem, batch: dict, outputs: dict):
-    """Table rows (system, group, output, n, stats...) over all samples and per group value."""
-    groups = [("all", np.ones(len(next(iter(outputs.values()))), bool))]
+class SweepRun(NamedTuple):
+    """What `run` did: summary ``rows``, ``throughput`` (one dict per system run), ``outcomes``
+    {system: `SweepOutcome`}, ``nonfinite`` {system: {output: count}} over the samples done."""
+    rows: list
+    throughput: list
+    outcomes: dict
+    nonfinite: dict
+
+
+def parameters(system: str, count: int, chunk: int, steps: int, seed: int) -> dict:
+    """The parameters a run directory is created with and a resume must match."""
+    return {"system": system, "count": count, "chunk": chunk, "steps": steps, "seed": seed,
+            "dt": TETHER_DT if system == "tether" else DT}
+
+
+def check_out(out_dir, systems, params: dict, resume: bool):
+    """Before any compute: --out writable, and each system's run directory absent, or present with
+    ``resume`` and the same parameters (SweepExistsError / SweepMismatchError otherwise)."""
+    probe_writable(out_dir)
+    for system in systems:
+        path = pathlib.Path(out_dir) / system
+        if not (path / "zarr.json").is_file():
+            continue
+        store = open_store(path)
+        if not resume:
+            done = int(store.done_samples().sum())
+            raise SweepExistsError(f"{path} already holds a sweep ({done} of {store.count} samples done): "
+                                   "pass --resume to continue it, or choose another --out")
+        changed = differences({"parameters": store.record["parameters"]}, {"parameters": params[system]})
+        if changed:
+            raise SweepMismatchError(f"{path} was run with other parameters: {'; '.join(changed)}")
+
+
+def saved(out_dir, systems) -> list[str]:
+    """"system: n of N samples in DIR" for each system with a run directory."""
+    lines = []
+    for system in systems:
+        path = pathlib.Path(out_dir) / system
+        if (path / "zarr.json").is_file():
+            store = open_store(path)
+            lines.append(f"{system}: {int(store.done_samples().sum())} of {store.count} samples saved in {path}")
+    return lines
+
+
+def summary_rows(system: str, spec: SweepSystem, inputs: dict, outputs: dict):
+    """Table rows (system, group, output, n, finite, nonfinite, stats...) over the given samples,
+    all and per group value; statistics over the finite samples only."""
+    n = len(next(iter(outputs.values())))
+    groups = [("all", np.ones(n, bool))]
     if spec.group is not None:
-        groups += [(f"{spec.group} {g}", batch[spec.group] == g) for g in np.unique(batch[spec.group])]
+        groups += [(f"{spec.group} {g}", inputs[spec.group] == g) for g in np.unique(inputs[spec.group])]
     rows = []
     for label, mask in groups:
+        if not mask.any():
+            continue
         for name, stats in summarize({k: v[mask] for k, v in outputs.items()}).items():
             rows.append({"system": system, "group": label, "output": name, "n": stats["count"],
-                         "nonfinite": stats["nonfinite"], **{k: stats[k] for k in STATS}})
+                         "finite": stats["finite"], "nonfinite": stats["nonfinite"], **{k: stats[k] for k in STATS}})
     return rows
 
 
-def plot_histograms(path, system: str, spec: SweepSystem, batch: dict, outputs: dict):
+def plot_histograms(path, system: str, spec: SweepSystem, inputs: dict, outputs: dict):
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(spec.outputs), figsize=(3.6 * len(spec.outputs), 3.0))
-    groups = np.unique(batch[spec.group]) if spec.group else [None]
-    for ax, (name, label) in zip(np.atleast_1d(axes), spec.outputs.items(), strict=True):
-        values = outputs[name]
-        bins = np.histogram_bin_edges(values[np.isfinite(values)], bins=30)
+    names = list(outputs)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.6 * len(names), 3.0))
+    groups = np.unique(inputs[spec.group]) if spec.group else [None]
+    for ax, name in zip(np.atleast_1d(axes), names, strict=True):
+        values = outputs[name].reshape(len(outputs[name]), -1)
+        finite = values[np.isfinite(values)]
+        bins = np.histogram_bin_edges(finite, bins=30) if finite.size else 30
         for g in groups:
-            mask = np.ones(len(values), bool) if g is None else batch[spec.group] == g
-            ax.hist(values[mask], bins=bins, alpha=0.6, label=None if g is None else f"{spec.group} {g}")
-        ax.set(xlabel=label, ylabel="samples")
+            mask = np.ones(len(values), bool) if g is None else inputs[spec.group] == g
+            chosen = values[mask]
+            ax.hist(chosen[np.isfinite(chosen)], bins=bins, alpha=0.6, label=None if g is None else f"{spec.group} {g}")
+        ax.set(xlabel=spec.outputs.get(name, name), ylabel="samples")
         if g is not None:
             ax.legend(fontsize=7)
     fig.suptitle(f"{system}: {spec.description} ({len(values)} samples)", fontsize=9)
@@ -288,67 +147,112 @@ def plot_histograms(path, system: str, spec: SweepSystem, batch: dict, outputs: 
 
 
 def markdown(rows, throughput) -> str:
-    head = ["system", "group", "output", "n", *STATS]
+    head = ["system", "group", "output", "n", "nonfinite", *STATS]
     stats = markdown_table(head, ([f"{r[h]:.4g}" if isinstance(r[h], float) else r[h] for h in head] for r in rows))
-    speed = markdown_table(("system", "samples", "steps", "devices", "chunk", "wall s (compile included)", "samples/s"),
-                           ((t["system"], t["count"], t["steps"], t["devices"], t["chunk"], f"{t['wall_s']:.2f}",
-                             f"{t['samples_per_s']:.1f}") for t in throughput))
+    speed = markdown_table(("system", "samples done", "computed now", "steps", "devices", "chunk",
+                            "wall s (compile included)", "samples/s"),
+                           ((t["system"], f"{t['done']} of {t['count']}", t["computed"], t["steps"], t["devices"],
+                             t["chunk"], f"{t['wall_s']:.2f}", f"{t['samples_per_s']:.1f}") for t in throughput))
     return f"{stats}\n\n{speed}"
 
 
-def run(out_dir, systems=("space_arm", "dual_arm"), count=512, chunk=256, steps=200, seed=0, progress=True):
-    """Sweep each system of ``systems`` over ``count`` samples of ``steps`` RK4 steps, in chunks of
-    ``chunk`` samples over all devices; write the files (process 0) and return (rows, throughput).
-    ``progress``: a bar per system on a terminal (none when stderr is not a TTY)."""
+def run(out_dir, systems=("space_arm", "dual_arm"), count=512, chunk=256, steps=200, seed=0, *, resume=False,
+        executor=None, stop=None, progress=True, progress_every=30.0, command=None) -> SweepRun:
+    """Sweep each system of ``systems`` over ``count`` samples of ``steps`` RK4 steps into the run
+    directories ``out_dir/<system>`` (module doc), in chunks of ``chunk`` samples; process 0 writes
+    the plots and the summary. ``stop()`` ends the sweep after the chunk being committed;
+    ``progress``: a bar on a terminal, else a line at most every ``progress_every`` seconds."""
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
         raise ValueError(f"'system' {unknown[0]!r} is not one of {sorted(SYSTEMS)}")
     if steps < 1:
         raise ValueError(f"'steps' must be >= 1, got {steps}")
-    out_dir = pathlib.Path(out_dir)
-    writer = jax.process_index() == 0
-    rows, throughput = [], []
+    out_dir, writer = pathlib.Path(out_dir), jax.process_index() == 0
+    params = {s: parameters(s, count, chunk, steps, seed) for s in systems}
+    if writer:
+        check_out(out_dir, systems, params, resume)
+        print(f"writing to {out_dir.resolve()}: " + ", ".join(f"{s}/" for s in systems), flush=True)
+    rows, throughput, outcomes, nonfinite = [], [], {}, {}
     for system in systems:
+        if stop is not None and stop():              # stopped at the end of the previous system
+            break
         spec = SYSTEMS[system]
         batch = spec.sample(np.random.default_rng([seed, list(SYSTEMS).index(system)]), count)  # per-system stream
-        fn = spec.simulator(steps)
+        bar = sweep_cli.Progress(system, count, progress_every) if writer and progress else None
         start = time.perf_counter()
-        outputs = sharded_map(fn, batch, chunk_size=chunk, progress=progress and sys.stderr.isatty() and system)
+        try:
+            outcome = run_sweep(spec.simulator(steps), batch, out_dir / system, chunk_size=chunk,
+                                parameters=params[system], resume=resume, executor=executor, stop=stop,
+                                on_chunk=bar, notes={"command": command or []})
+        finally:
+            if bar is not None:
+                bar.close()
         wall = time.perf_counter() - start
-        throughput.append({"system": system, "count": count, "steps": steps, "devices": jax.device_count(),
-                           "chunk": chunk, "wall_s": wall, "samples_per_s": count / wall})
-        rows += summary_rows(system, spec, batch, outputs)
+        outcomes[system] = outcome
+        throughput.append({"system": system, "count": count, "done": outcome.done, "computed": outcome.computed,
+                           "steps": steps, "devices": jax.device_count(), "chunk": outcome.chunk, "wall_s": wall,
+                           "samples_per_s": outcome.computed / wall})
         if writer:
-            meta = {"system": system, "description": spec.description, "count": count, "steps": steps, "dt": DT,
-                    "seed": seed, "chunk": chunk, "devices": [str(d) for d in jax.devices()],
-                    "jax": jax.__version__, "outputs": spec.outputs, "wall_s": wall}
-            write_results(out_dir / f"sweep_{system}.npz", flatten({"inputs": batch, "outputs": outputs}), meta)
-            plot_histograms(out_dir / f"sweep_{system}.png", system, spec, batch, outputs)
-    table = markdown(rows, throughput)
+            for change in outcome.environment_changes:
+                print(f"note: {system} was started in another environment ({change}); results may differ in round-off")
+            data = read_sweep(out_dir / system)
+            inputs = {k: v[data.done] for k, v in data.inputs.items()}
+            outputs = {k: v[data.done] for k, v in data.outputs.items()}
+            nonfinite[system] = {k: n for k, n in nonfinite_counts(outputs).items() if n}
+            if outcome.done:
+                rows += summary_rows(system, spec, inputs, outputs)
+            if outcome.complete:
+                plot_histograms(out_dir / f"sweep_{system}.png", system, spec, inputs, outputs)
+        if outcome.stopped:
+            break
     if writer:
-        (out_dir / "sweep_summary.md").write_text(table + "\n")
-        (out_dir / "sweep_summary.json").write_text(json.dumps({"rows": rows, "throughput": throughput}, indent=1))
+        table = markdown(rows, throughput)
+        write_atomic(out_dir / "sweep_summary.md", table + "\n")
+        write_atomic(out_dir / "sweep_summary.json", json.dumps({"rows": rows, "throughput": throughput,
+                                                                 "nonfinite": nonfinite}, indent=1))
         print(table)
-        print(f"wrote {', '.join(f'sweep_{s}.npz, sweep_{s}.png' for s in systems)}, sweep_summary.md and "
-              f"sweep_summary.json under {out_dir.resolve()}")
-    return rows, throughput
+        print(f"wrote {', '.join(f'{s}/' for s in outcomes)}, sweep_summary.md and sweep_summary.json under "
+              f"{out_dir.resolve()}", flush=True)
+    return SweepRun(rows, throughput, outcomes, nonfinite)
 
 
-def main(argv=None):
-    p = command_parser(__doc__, "outputs/sweep", "folder for the results (default outputs/sweep)")
-    p.add_argument("--system", nargs="+", default=["space_arm", "dual_arm"], choices=sorted(SYSTEMS))
-    p.add_argument("--count", type=int, default=512, help="samples per system")
-    p.add_argument("--chunk", type=int, default=256, help="samples per compiled call (rounded up to the devices)")
-    p.add_argument("--steps", type=int, default=200, help=f"RK4 steps of dt = {DT} s per sample")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--coordinator", help="multi-host: HOST:PORT of process 0 (jax.distributed.initialize)")
-    p.add_argument("--num-processes", type=int, help="multi-host: number of processes")
-    p.add_argument("--process-id", type=int, help="multi-host: this process's index")
-    args = p.parse_args(argv)
+def main(argv=None) -> int:
+    """Run the command; returns the exit status (module doc)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = sweep_cli.parser(__doc__, sorted(SYSTEMS))
+    args = parser.parse_args(argv)
+    sweep_cli.check_combinations(parser, args)
     initialize_distributed(args.coordinator, args.num_processes, args.process_id)
     jax.config.update("jax_enable_x64", True)
-    run(args.out, args.system, args.count, args.chunk, args.steps, args.seed)
+    writer = jax.process_index() == 0
+    executor = sweep_cli.executor(args)
+    resume = f"{PROG} {shlex.join(argv if '--resume' in argv else [*argv, '--resume'])}"
+    if writer:                                     # fail early: before any compute
+        try:
+            check_out(args.out, args.system, {s: parameters(s, args.count, args.chunk, args.steps, args.seed)
+                                              for s in args.system}, args.resume)
+        except (OSError, SweepExistsError, SweepMismatchError) as error:
+            parser.error(f"argument --out: {sweep_cli.error_text(error)}")
+    try:
+        with StopOnSignals() as stop:
+            result = run(args.out, args.system, args.count, args.chunk, args.steps, args.seed, resume=args.resume,
+                         executor=executor, stop=stop, progress=True, progress_every=args.progress_every,
+                         command=[PROG, *argv])
+    except (SweepExistsError, SweepMismatchError) as error:
+        parser.error(f"argument --out: {error}")
+    except OSError as error:                       # a full disk, a lost scheduler: the run stays resumable
+        print(f"{PROG}: error: {sweep_cli.error_text(error)}", file=sys.stderr)
+        if writer:
+            print("\n".join(saved(args.out, args.system)) + f"\nresume with: {resume}", file=sys.stderr)
+        return 1
+    finished = len(result.outcomes) == len(args.system) and all(o.complete for o in result.outcomes.values())
+    if stop.received is not None and not finished:
+        if writer:
+            print(f"stopped by {signal.Signals(stop.received).name}: " + "; ".join(saved(args.out, args.system))
+                  + f"\nresume with: {resume}", file=sys.stderr)
+        return stop.exit_code
+    return sweep_cli.nonfinite_status(result.nonfinite, args.on_nonfinite, writer)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -743,8 +743,28 @@ def _systems_cases():
     return cases
 
 
+def _joint_properties(model):
+    """A `JointProperties` for `model`: every term nonzero (armature, damping, ... = 0.1, 0.2, ...)."""
+    return jaxsoa.io.JointProperties(*(jnp.full(model.nv, 0.1 * (i + 1)) for i in range(5)))
+
+
+def _io_cases():
+    io = jaxsoa.io
+    return {
+        "io.acceleration_from_mujoco": on(io.acceleration_from_mujoco, "free", "q v a"),
+        "io.acceleration_to_mujoco": on(io.acceleration_to_mujoco, "free", "q v a"),
+        "io.force_from_mujoco": on(io.force_from_mujoco, "free", "q tau"),
+        "io.force_to_mujoco": on(io.force_to_mujoco, "free", "q tau"),
+        "io.from_mujoco": on(io.from_mujoco, "free", "q v"),
+        "io.passive_force": Case(io.passive_force, lambda sy, k: (sy.tree.model, _joint_properties(sy.tree.model),
+                                                                  sy.tree.states[k]["q"], sy.tree.states[k]["v"]),
+                                 (None, None, 0, 0)),
+        "io.to_mujoco": on(io.to_mujoco, "tree", "q v"),
+    }
+
+
 CASES = {**_spatial_cases(), **_multibody_cases(), **_algorithms_cases(), **_constraints_cases(),
-         **_topology_cases(), **_integrators_cases(), **_workflows_cases(), **_systems_cases()}
+         **_topology_cases(), **_integrators_cases(), **_workflows_cases(), **_systems_cases(), **_io_cases()}
 
 # cases and types that take more than a second on one core (a large program to compile, or a system that
 # takes seconds to build: the grasp, the reconfigurable spacecraft, the tethered robot, the Stewart platform,
@@ -827,6 +847,7 @@ TYPES = {
     "systems.flexible.FlexibleModel": lambda sy: sy.flexible.model,
     "systems.flexible.HubBeamModes": lambda sy: sy.flexible.modes,
     "systems.flexible.ReducedModel": lambda sy: sy.flexible.reduced,
+    "io.JointProperties": lambda sy: _joint_properties(sy.tree.model),
 }
 
 BUILDER = "host builder: validates Python / numpy input (ValueError naming the field)"
@@ -858,9 +879,24 @@ HOST_ONLY = {
     "workflows.sharded_map": "host driver: runs a jitted map chunk by chunk over devices",
     "workflows.summarize": "host: numpy quantiles of a results file",
     "workflows.write_results": "file I/O",
+    "workflows.DaskExecutor": "host driver: sweep chunks as tasks on a Dask cluster",
+    "workflows.LocalExecutor": "host driver: sweep chunks on this process's devices",
+    "workflows.StopOnSignals": "host: signal handlers (SIGINT/SIGTERM) as a stop request",
+    "workflows.SweepData": "host: numpy arrays and a dict read from a run directory",
+    "workflows.SweepExistsError": "exception",
+    "workflows.SweepMismatchError": "exception",
+    "workflows.SweepOutcome": "host: what run_sweep did (a path and Python ints)",
+    "workflows.nonfinite_counts": "host: numpy counts of a results dict",
+    "workflows.open_store": "file I/O",
+    "workflows.probe_writable": "file I/O",
+    "workflows.read_sweep": "file I/O",
+    "workflows.run_sweep": "host driver: chunks committed to a run directory",
+    "workflows.write_atomic": "file I/O",
     "io.example_robot_data_dir": "file system",
     "io.example_robot_urdf": "file system",
     "io.load_urdf": "file I/O and host builder",
+    "io.load_mjcf": "file I/O (MuJoCo's compiler) and host builder",
+    "io.mjcf_joint_properties": "file I/O (MuJoCo's compiler): host arrays read from the compiled model",
     "systems.orbit.circular_orbit": BUILDER,
     "systems.stewart.build_stewart": BUILDER,
     "systems.stewart.hexapod_points": "host geometry (numpy) for build_stewart",

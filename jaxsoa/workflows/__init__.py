@@ -1,7 +1,7 @@
-"""Things done with the engine: computed-torque control, inertial identification, sharded sweeps and their result
-files."""
+"""Things done with the engine: computed-torque control, inertial identification, sharded sweeps, durable and
+resumable chunked sweeps (run directories, local and Dask executors) and their result files."""
 
-from jaxsoa.workflows import control, identification, results, sharding
+from jaxsoa.workflows import control, executors, identification, results, runner, sharding, store
 from jaxsoa.workflows.control import (
     PDGains,
     commanded_acceleration,
@@ -9,6 +9,7 @@ from jaxsoa.workflows.control import (
     computed_torque_free_floating,
     critically_damped_gains,
 )
+from jaxsoa.workflows.executors import DaskExecutor, LocalExecutor
 from jaxsoa.workflows.identification import (
     BaseParameters,
     Fit,
@@ -26,7 +27,17 @@ from jaxsoa.workflows.identification import (
     regression_loss,
     residual_weights,
 )
-from jaxsoa.workflows.results import METADATA_KEY, QUANTILES, flatten, read_results, summarize, write_results
+from jaxsoa.workflows.results import (
+    METADATA_KEY,
+    QUANTILES,
+    flatten,
+    nonfinite_counts,
+    read_results,
+    summarize,
+    write_atomic,
+    write_results,
+)
+from jaxsoa.workflows.runner import StopOnSignals, SweepOutcome, run_sweep
 from jaxsoa.workflows.sharding import (
     AXIS,
     DEFAULT_CHUNK_PER_DEVICE,
@@ -36,6 +47,14 @@ from jaxsoa.workflows.sharding import (
     initialize_distributed,
     sharded_map,
 )
+from jaxsoa.workflows.store import (
+    SweepData,
+    SweepExistsError,
+    SweepMismatchError,
+    open_store,
+    probe_writable,
+    read_sweep,
+)
 
 __all__ = [
     "AXIS",
@@ -43,8 +62,15 @@ __all__ = [
     "METADATA_KEY",
     "QUANTILES",
     "BaseParameters",
+    "DaskExecutor",
     "Fit",
+    "LocalExecutor",
     "PDGains",
+    "StopOnSignals",
+    "SweepData",
+    "SweepExistsError",
+    "SweepMismatchError",
+    "SweepOutcome",
     "base_parameters",
     "batch_count",
     "check_physical_consistency",
@@ -56,6 +82,7 @@ __all__ = [
     "control",
     "critically_damped_gains",
     "device_mesh",
+    "executors",
     "fit_log_cholesky",
     "flatten",
     "identification",
@@ -63,16 +90,24 @@ __all__ = [
     "least_squares",
     "log_cholesky_factor",
     "log_cholesky_from_parameters",
+    "nonfinite_counts",
+    "open_store",
     "parameters_from_log_cholesky",
     "parameters_from_pseudo_inertia",
     "physical_consistency",
+    "probe_writable",
     "pseudo_inertia",
     "read_results",
+    "read_sweep",
     "regression_loss",
     "residual_weights",
     "results",
+    "run_sweep",
+    "runner",
     "sharded_map",
     "sharding",
+    "store",
     "summarize",
+    "write_atomic",
     "write_results",
 ]

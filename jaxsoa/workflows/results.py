@@ -1,12 +1,19 @@
 """Result files and summary statistics of sweeps (host side, numpy): a flat ``{name: array}`` of
-per-sample results is summarised per name (`summarize`) and written, with its metadata, to one
-``.npz`` (`write_results`; `read_results` reads it back without pickle).
+per-sample results is summarised per name (`summarize`, over the finite samples, saying how many
+were excluded) and written, with its metadata, to one ``.npz`` (`write_results`; `read_results`
+reads it back without pickle). Every file is written atomically (`write_atomic`): to a temporary
+file in the same folder, then renamed over the target, so a crash or a full disk never leaves a
+truncated file and never destroys the previous version.
 
 Names are flat strings; nested result PyTrees are flattened to ``"a/b"`` names by `flatten`.
+Chunked, resumable sweeps keep their results in a run directory instead (`jaxsoa.workflows.store`).
 """
 
+import io
 import json
+import os
 import pathlib
+import uuid
 
 import jax
 import numpy as np
@@ -15,40 +22,77 @@ METADATA_KEY = "__metadata_json__"
 QUANTILES = (0.05, 0.5, 0.95)
 
 
-def flatten(tree) -> dict:
-    """{"a/b": numpy array} from a PyTree of arrays (dict keys, sequence indices, attribute names)."""
-    def name(path):
-        return "/".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
+def path_name(path) -> str:
+    """The flat name ``"a/b"`` of a PyTree key path (dict keys, sequence indices, attribute names)."""
+    return "/".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
 
-    return {name(path): np.asarray(leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+def flatten(tree) -> dict:
+    """{"a/b": numpy array} from a PyTree of arrays (names: `path_name`)."""
+    return {path_name(path): np.asarray(leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+def nonfinite_counts(results: dict) -> dict:
+    """{name: number of NaN/inf entries} of a flat results dict (0 for integer and boolean arrays)."""
+    counts = {}
+    for key, values in results.items():
+        x = np.asarray(values)
+        counts[key] = int(np.count_nonzero(~np.isfinite(x))) if np.issubdtype(x.dtype, np.inexact) else 0
+    return counts
 
 
 def summarize(results: dict, quantiles=QUANTILES) -> dict:
-    """Per name: count, mean, std (population, ddof = 0), min, max and the given quantiles (linear
-    interpolation, numpy's default) over *all* entries, plus ``nonfinite``, the number of NaN/inf
-    entries (any such entry makes the statistics NaN: never hidden)."""
+    """Per name: ``count`` (all entries), ``nonfinite`` (NaN/inf entries, excluded from the
+    statistics), ``finite`` (= count − nonfinite), and mean, std (population, ddof = 0), min, max
+    and the given quantiles (``q5``, ``q50``, ...; linear interpolation, numpy's default) over the
+    finite entries only. A name with no finite entry gets NaN statistics."""
     summary = {}
     for key, values in results.items():
         x = np.asarray(values, np.float64).ravel()
         if x.size == 0:
             raise ValueError(f"results['{key}'] is empty")
-        stats = {"count": int(x.size), "nonfinite": int(np.count_nonzero(~np.isfinite(x))),
-                 "mean": float(np.mean(x)), "std": float(np.std(x)), "min": float(np.min(x)), "max": float(np.max(x))}
-        stats.update({f"q{100 * q:g}": float(v) for q, v in zip(quantiles, np.quantile(x, quantiles), strict=True)})
+        ok = x[np.isfinite(x)]
+        stats = {"count": int(x.size), "nonfinite": int(x.size - ok.size), "finite": int(ok.size)}
+        if ok.size:
+            stats.update(mean=float(np.mean(ok)), std=float(np.std(ok)), min=float(np.min(ok)), max=float(np.max(ok)))
+            levels = np.quantile(ok, quantiles)
+        else:
+            stats.update(mean=np.nan, std=np.nan, min=np.nan, max=np.nan)
+            levels = np.full(len(quantiles), np.nan)
+        stats.update({f"q{100 * q:g}": float(v) for q, v in zip(quantiles, levels, strict=True)})
         summary[key] = stats
     return summary
 
 
+def write_atomic(path, data) -> pathlib.Path:
+    """Write ``data`` (bytes, or str as UTF-8) to ``path`` atomically: a temporary file in the same
+    folder, flushed and fsync'ed, then `os.replace`d over ``path``; on any error the temporary file
+    is removed and ``path`` is untouched. Creates the parent folders; returns the path."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
 def write_results(path, results: dict, metadata: dict) -> pathlib.Path:
-    """Write ``results`` {name: array} and ``metadata`` (JSON-serialisable) to one ``.npz``; returns
-    the path (suffix ``.npz`` added if missing)."""
+    """Write ``results`` {name: array} and ``metadata`` (JSON-serialisable) to one ``.npz``,
+    atomically (`write_atomic`); returns the path (suffix ``.npz`` added if missing)."""
     path = pathlib.Path(path).with_suffix(".npz")
     if METADATA_KEY in results:
         raise ValueError(f"results may not use the reserved name '{METADATA_KEY}'")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **{k: np.asarray(v) for k, v in results.items()},
+    buffer = io.BytesIO()
+    np.savez(buffer, **{k: np.asarray(v) for k, v in results.items()},
              **{METADATA_KEY: np.array(json.dumps(metadata, sort_keys=True))})
-    return path
+    return write_atomic(path, buffer.getvalue())
 
 
 def read_results(path):

@@ -32,11 +32,14 @@ Multi-host use (one process per host, e.g. several GPU nodes)::
 `jax.distributed.initialize` joins the processes; `jax.devices()` then lists every process's
 devices, the mesh spans them all, `jax.make_array_from_callback` hands each process only the rows
 of its own devices, and `process_allgather` gives every process the full result (write files from
-`jax.process_index() == 0` only). On CPU hosts the collectives need
-``jax.config.update("jax_cpu_collectives_implementation", "gloo")``. Tested: `initialize_distributed`
-with one process and 4 devices, through experiments/sweep.py's ``--coordinator`` options
-(tests/workflows/test_sharding.py). **Untested** (no second host here): more than one process, i.e. the
-cross-process input placement and `process_allgather`.
+`jax.process_index() == 0` only). On CPU hosts the collectives use gloo (JAX's default; set it with
+``jax.config.update("jax_cpu_collectives_implementation", "gloo")`` on versions without that
+default). Tested: `initialize_distributed` with one process and 4 devices, through
+experiments/sweep.py's ``--coordinator`` options (tests/workflows/test_sharding.py), and two
+processes of 2 CPU devices each on the loopback address, whose durable sweep
+(`jaxsoa.workflows.runner.run_sweep`, built on `chunk_program` and `to_host`) equals one process
+with 4 devices bit for bit (tests/workflows/test_sweep_runner.py). Not tested here: processes on
+separate hosts.
 """
 
 import math
@@ -109,15 +112,35 @@ def chunk_length(count: int, n_devices: int, chunk_size=None) -> int:
     return math.ceil(chunk_size / n_devices) * n_devices
 
 
-def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
-    """x (k, ...) -> (rows, ...) by repeating its last row."""
+def pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
+    """x (k, ...) -> (rows, ...) by repeating its last row (a real, valid input)."""
     return x if x.shape[0] == rows else np.concatenate([x, np.repeat(x[-1:], rows - x.shape[0], axis=0)])
 
 
-def _to_host(tree):
+def to_host(tree):
+    """A PyTree of (possibly sharded, possibly multi-process) device arrays as numpy arrays: every
+    process gets the whole of every array (`process_allgather` when there are several processes)."""
     if jax.process_count() > 1:
         return multihost_utils.process_allgather(tree, tiled=True)
     return jax.tree_util.tree_map(np.asarray, tree)
+
+
+def chunk_program(fn, mesh: Mesh):
+    """``launch(rows) -> device PyTree``: dispatch one chunk of host rows (leading axis C, a multiple
+    of ``mesh.size``) through ``jit(shard_map(vmap(fn)))`` over ``mesh`` (asynchronous; module doc).
+    Every process passes the same whole chunk; each places only the rows of its own devices."""
+    sharding = NamedSharding(mesh, P(AXIS))
+    # check_vma=False: fn is per-sample code, unaware of the mesh (a scan carry started from a constant
+    # would fail the varying-manual-axes type check); no collectives are involved, so nothing is lost
+    compiled = jax.jit(jax.shard_map(jax.vmap(fn), mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS),
+                                     check_vma=False))
+
+    def launch(rows):
+        placed = jax.tree_util.tree_map(
+            lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index, x=x: x[index]), rows)
+        return compiled(placed)
+
+    return launch
 
 
 def sharded_map(fn, batch, *, chunk_size=None, devices=None, progress=False):
@@ -128,18 +151,11 @@ def sharded_map(fn, batch, *, chunk_size=None, devices=None, progress=False):
     count = batch_count(batch)
     mesh = device_mesh(devices)
     chunk = chunk_length(count, mesh.size, chunk_size)
-    sharding = NamedSharding(mesh, P(AXIS))
     host = jax.tree_util.tree_map(np.asarray, batch)
-    # check_vma=False: fn is per-sample code, unaware of the mesh (a scan carry started from a constant
-    # would fail the varying-manual-axes type check); no collectives are involved, so nothing is lost
-    compiled = jax.jit(jax.shard_map(jax.vmap(fn), mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS),
-                                     check_vma=False))
+    program = chunk_program(fn, mesh)
 
     def launch(start):                      # dispatch one chunk (asynchronous)
-        rows = jax.tree_util.tree_map(lambda x: _pad_rows(x[start:start + chunk], chunk), host)
-        placed = jax.tree_util.tree_map(
-            lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index, x=x: x[index]), rows)
-        return start, compiled(placed)
+        return start, program(jax.tree_util.tree_map(lambda x: pad_rows(x[start:start + chunk], chunk), host))
 
     out, treedef, pending = None, None, None
     label = progress if isinstance(progress, str) else "sharded_map"
@@ -148,7 +164,7 @@ def sharded_map(fn, batch, *, chunk_size=None, devices=None, progress=False):
             launched = None if start is None else launch(start)
             if pending is not None:                                    # fetch the previous chunk
                 done, result = pending
-                leaves, treedef = jax.tree_util.tree_flatten(_to_host(result))
+                leaves, treedef = jax.tree_util.tree_flatten(to_host(result))
                 valid = min(chunk, count - done)                       # drop the padding rows
                 if out is None:
                     out = [np.empty((count, *r.shape[1:]), r.dtype) for r in leaves]

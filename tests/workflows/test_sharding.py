@@ -1,5 +1,6 @@
 """Sharded Monte Carlo sweeps (jaxsoa.workflows.sharding), result files (jaxsoa.workflows.results) and the sweep
-experiment (experiments/sweep.py).
+experiment (experiments/sweep.py) on the real systems (its durable run directories, resume and options:
+test_store.py, test_sweep_runner.py, test_sweep_command.py).
 
 The per-sample function of the sharding tests is the free-floating forward dynamics of the dual-arm
 spacecraft in a per-sample topology (configuration 1-3, `apply_configuration` inside the compiled
@@ -25,6 +26,7 @@ from jaxsoa import aba_free_floating
 from jaxsoa.topology.reconfigure import apply_configuration, design_arrays
 from jaxsoa.workflows import sharding
 from jaxsoa.workflows.results import read_results, summarize, write_results
+from jaxsoa.workflows.store import read_sweep
 from sims import dual_arm_spacecraft as dual
 from sims import stewart_gas
 from tests.helpers.trees import counting
@@ -109,12 +111,13 @@ def test_four_devices_match_unsharded(tmp_path):
     assert len({tuple(p) for p in reference["parent"]}) == 3                 # all three topologies present
     for run in ("sharded", "one_device"):
         assert_close({k: np.asarray(v) for k, v in result[run].items()}, reference)
-    assert {p.name for p in tmp_path.iterdir()} >= {"sweep_space_arm.npz", "sweep_space_arm.png", "sweep_summary.md"}
-    outputs, meta = read_results(tmp_path / "sweep_space_arm.npz")
-    assert outputs["outputs/hub_angle_final_deg"].shape == (5,) and len(meta["devices"]) == 4
+    assert {p.name for p in tmp_path.iterdir()} >= {"space_arm", "sweep_space_arm.png", "sweep_summary.md"}
+    run = read_sweep(tmp_path / "space_arm")
+    assert run.done.all() and run.outputs["hub_angle_final_deg"].shape == (5,)
+    assert len(run.record["environment"]["devices"]) == 4
     # the coasting arm conserves momentum up to RK4's O(dt⁵)-per-step error, ~1e-14 at joint rates
     # <= 0.05 rad/s; bound 1e-9 (arm momentum ~1-10 N s)
-    assert 0 < outputs["outputs/momentum_drift"].max() < 1e-9
+    assert 0 < run.outputs["momentum_drift"].max() < 1e-9
 
 
 @pytest.fixture(scope="module")
@@ -158,14 +161,14 @@ def test_bad_input_names_the_field(dynamics):
 
 
 def test_summary_and_result_file(tmp_path):
-    """Statistics of 0, 1, ..., 100 against their closed forms; a NaN is counted, not hidden; the
-    .npz round-trips arrays (exactly) and metadata."""
+    """Statistics of 0, 1, ..., 100 against their closed forms; a NaN is counted and excluded from
+    the statistics; the .npz round-trips arrays (exactly) and metadata."""
     x = np.arange(101.0)
     stats = summarize({"x": x})["x"]
     assert (stats["mean"], stats["q5"], stats["q50"], stats["q95"], stats["max"]) == (50.0, 5.0, 50.0, 95.0, 100.0)
     assert stats["std"] == pytest.approx(np.sqrt((101**2 - 1) / 12), rel=1e-15)   # discrete uniform variance
     bad = summarize({"x": np.r_[x, np.nan]})["x"]
-    assert bad["nonfinite"] == 1 and np.isnan(bad["mean"])
+    assert bad["nonfinite"] == 1 and bad["finite"] == 101 and bad["mean"] == 50.0
     path = write_results(tmp_path / "r", {"a/b": x, "k": np.arange(3)}, {"seed": 3})
     arrays, meta = read_results(path)
     assert path.suffix == ".npz" and meta == {"seed": 3}
@@ -177,16 +180,16 @@ def test_experiment_writes_its_files(tmp_path):
     """The dual arm on a tiny sweep (the space arm runs in `test_four_devices_match_unsharded`):
     files written, a row per output over all samples and per topology, computed-torque tracking within
     O(dt) of the reference motion (< 1e-3 rad after 3 steps of 0.01 s), statistics as in the .npz."""
-    rows, throughput = sweep.run(tmp_path, systems=("dual_arm",), count=7, chunk=4, steps=3, progress=False)
-    assert {p.name for p in tmp_path.iterdir()} == {"sweep_dual_arm.npz", "sweep_dual_arm.png", "sweep_summary.md",
+    rows, throughput, _, _ = sweep.run(tmp_path, systems=("dual_arm",), count=7, chunk=4, steps=3, progress=False)
+    assert {p.name for p in tmp_path.iterdir()} == {"dual_arm", "sweep_dual_arm.png", "sweep_summary.md",
                                                      "sweep_summary.json"}
-    arrays, meta = read_results(tmp_path / "sweep_dual_arm.npz")
-    assert meta["count"] == 7 and arrays["inputs/configuration"].shape == (7,) and len(throughput) == 1
+    run = read_sweep(tmp_path / "dual_arm")
+    assert run.record["count"] == 7 and run.inputs["configuration"].shape == (7,) and len(throughput) == 1
     by = {(r["group"], r["output"]): r for r in rows}
-    groups = {f"configuration {k}" for k in arrays["inputs/configuration"]}
+    groups = {f"configuration {k}" for k in run.inputs["configuration"]}
     assert {g for g, _ in by} == {"all"} | groups
     assert by[("all", "tracking_error_rad")]["max"] < 1e-3
-    torque = arrays["outputs/peak_torque_Nm"]
+    torque = run.outputs["peak_torque_Nm"]
     assert by[("all", "peak_torque_Nm")]["max"] == torque.max() > 0
     assert sum(by[(g, "peak_torque_Nm")]["n"] for g in groups) == 7
     assert json.loads((tmp_path / "sweep_summary.json").read_text())["rows"] == json.loads(json.dumps(rows))
@@ -201,20 +204,20 @@ def test_stewart_and_tether_entries(tmp_path):
     pays out at a constant rate, so the deployed length is exactly l₀ + rate · t (RK4 integrates a
     linear s exactly: 1e-9 m), and gravity gradient keeps the deployed tether taut (peak tension > 0)."""
     steps = 5
-    rows, throughput = sweep.run(tmp_path, systems=("stewart", "tether"), count=3, chunk=3, steps=steps,
-                                 progress=False)
-    assert {p.name for p in tmp_path.iterdir()} == {"sweep_stewart.npz", "sweep_stewart.png", "sweep_tether.npz",
-                                                     "sweep_tether.png", "sweep_summary.md", "sweep_summary.json"}
-    assert len(throughput) == 2 and all(r["nonfinite"] == 0 for r in rows)
-    stewart, _ = read_results(tmp_path / "sweep_stewart.npz")
-    tether, meta = read_results(tmp_path / "sweep_tether.npz")
-    for arrays in (stewart, tether):
-        for name, value in arrays.items():
+    rows, throughput, _, nonfinite = sweep.run(tmp_path, systems=("stewart", "tether"), count=3, chunk=3,
+                                               steps=steps, progress=False)
+    assert {p.name for p in tmp_path.iterdir()} == {"stewart", "sweep_stewart.png", "tether", "sweep_tether.png",
+                                                     "sweep_summary.md", "sweep_summary.json"}
+    assert len(throughput) == 2 and all(r["nonfinite"] == 0 for r in rows) and nonfinite == {"stewart": {},
+                                                                                              "tether": {}}
+    stewart, tether = read_sweep(tmp_path / "stewart"), read_sweep(tmp_path / "tether")
+    for run in (stewart, tether):
+        for name, value in {**run.inputs, **run.outputs}.items():
             assert value.shape[0] == 3 and np.all(np.isfinite(value)), name
-    assert np.all(stewart["outputs/peak_force_kN"] >= stewart["outputs/rms_force_kN"])
-    assert np.all(stewart["outputs/rms_force_kN"] > 0)
+    assert np.all(stewart.outputs["peak_force_kN"] >= stewart.outputs["rms_force_kN"])
+    assert np.all(stewart.outputs["rms_force_kN"] > 0)
     mid = float(stewart_gas.PRECHARGE * np.pi * 0.16**2) / 1e3             # p₀ A_P, bore 0.32 m (kN)
-    assert np.all(stewart["outputs/peak_gas_force_kN"] >= mid * (1 - 1e-12))
-    expected = 50.0 + tether["inputs/reel_rate"] * steps * sweep.TETHER_DT
-    np.testing.assert_allclose(tether["outputs/final_length_m"], expected, rtol=0, atol=1e-9)
-    assert np.all(tether["outputs/peak_tension_mN"] > 0) and meta["count"] == 3
+    assert np.all(stewart.outputs["peak_gas_force_kN"] >= mid * (1 - 1e-12))
+    expected = 50.0 + tether.inputs["reel_rate"] * steps * sweep.TETHER_DT
+    np.testing.assert_allclose(tether.outputs["final_length_m"], expected, rtol=0, atol=1e-9)
+    assert np.all(tether.outputs["peak_tension_mN"] > 0) and tether.record["count"] == 3
