@@ -56,7 +56,7 @@ def rnea(model: Model, q, v, a, f_ext=None):
         return mat_tvec(S_k, f_total), act_force(R, p, f_total)
 
     tau_slots = inward(model.traversal, step, (*frames, S, f_links), jnp.zeros(6, f_links.dtype))
-    return from_slots(model, tau_slots)
+    return from_slots(model, tau_slots) + model.armature * a                 # τ += armature ⊙ q̈
 
 
 @entry_point(q='q', v='v')
@@ -99,12 +99,12 @@ def aba(model: Model, q, v, tau, f_ext=None):
     pad = jnp.asarray(~model.dof_mask, I.dtype)
 
     def inward_step(d, acc):
-        R, p, S_k, I_k, a_k, b_k, tau_k, pad_k = d
+        R, p, S_k, I_k, a_k, b_k, tau_k, pad_k, armature_k = d
         P_children, z_children = acc
         P = I_k + P_children                         # 𝒫(k) = M(k) + Σ_c φ 𝒫⁺(c) φᵀ
         z = mat_vec(P, a_k) + b_k + z_children              # z(k) = Σ_c φ z⁺(c) + 𝒫 a + b − f_ext
         U = mat_mul(P, S_k)
-        D_inv = _inverse_small(mat_mul(S_k.T, U) + jnp.diag(pad_k))   # D = H 𝒫 Hᵀ (identity on padding)
+        D_inv = _inverse_small(mat_mul(S_k.T, U) + jnp.diag(pad_k + armature_k))   # D = H 𝒫 Hᵀ + armature
         G = mat_mul(U, D_inv)                               # G = 𝒫 Hᵀ D⁻¹
         eps = tau_k - mat_tvec(S_k, z)                     # ε = T − H z
         nu = mat_vec(D_inv, eps)                            # ν = D⁻¹ ε
@@ -113,7 +113,7 @@ def aba(model: Model, q, v, tau, f_ext=None):
         X_force = force_transform(R, p)
         return (G, nu), (mat_mul(mat_mul(X_force, P_plus), X_force.T), mat_vec(X_force, z_plus))
 
-    data = (*frames, S, I, coriolis, bias, to_slots(model, tau), pad)
+    data = (*frames, S, I, coriolis, bias, to_slots(model, tau), pad, to_slots(model, model.armature))
     zero_acc = (jnp.zeros((6, 6), I.dtype), jnp.zeros(6, I.dtype))
     G, nu = inward(model.traversal, inward_step, data, zero_acc)
     qdd_slots = _outward_accelerations(model, frames, S, coriolis, G, nu)
@@ -163,4 +163,4 @@ def crba(model: Model, q):
     M_slots = B + jnp.transpose(B, (2, 3, 0, 1)) - B * eye                 # (n, d, n, d)
     n_slots = model.n_links * model.dof_max
     M_flat = M_slots.reshape(n_slots, n_slots)
-    return M_flat[model.dof_index][:, model.dof_index]
+    return M_flat[model.dof_index][:, model.dof_index] + jnp.diag(model.armature)     # + rotor inertia

@@ -79,7 +79,7 @@ def rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloati
     h_base = rnea(model, q, v, qdd, f_ext)[base_dofs]            # hub force with the hub held still
     S_base = motion_subspace(JointType.FREE, model.joint_axis[:1], 6)[0]
     Ic_base = composite_inertias(model, q)[base]
-    M_bb = S_base.T @ Ic_base @ S_base                                   # whole system seen from the hub
+    M_bb = S_base.T @ Ic_base @ S_base + jnp.diag(model.armature[base_dofs])   # whole system seen from the hub
     qdd = qdd.at[base_dofs].set(-jnp.linalg.solve(M_bb, h_base))        # a_b = −M_bb⁻¹ h
     tau = rnea(model, q, v, qdd, f_ext)
     v_links, a_links = link_motion(model, q, v, qdd, world_acceleration(model))
@@ -122,6 +122,10 @@ def with_virtual_base(model: Model) -> Model:
     if base != 0 or parent[0] != -1:
         raise ValueError("with_virtual_base needs the free-joint hub stored first as the root (link 0)")
     n_if = model.mass.shape[1]
+    armature = np.asarray(model.armature, np.float64)
+    if np.any(armature[:6] != 0):
+        raise ValueError("with_virtual_base: the hub's free joint has a non-zero 'armature', which has no "
+                         "virtual-joint equivalent (set it to zero)")
 
     def host(x):
         return np.array(x, np.float64)
@@ -146,7 +150,7 @@ def with_virtual_base(model: Model) -> Model:
         link_names=[f"virtual_{k}" for k in ("px", "py", "pz", "rx", "ry")] + list(model.link_names),
         link_joint_names=[f"virtual_{k}" for k in ("px", "py", "pz", "rx", "ry", "rz")]
         + list(model.link_joint_names[1:]),
-        gravity=host(model.gravity), dtype=model.joint_axis.dtype,
+        gravity=host(model.gravity), armature=armature, dtype=model.joint_axis.dtype,
         strategy=model.traversal.strategy, unroll=model.traversal.unroll)
 
 

@@ -122,9 +122,10 @@ def operator_terms(model: Model, q, v, phi=None) -> OperatorTerms:
     return OperatorTerms(phi=phi, H=H, M=block_diag(I), a=a.reshape(-1), b=b.reshape(-1), a_g=a_g.reshape(-1), V=V)
 
 
-def _padded_mass_matrix(t: OperatorTerms):
+def _padded_mass_matrix(model: Model, t: OperatorTerms):
+    """H φ M φᵀ Hᵀ + diag(armature) in padded slots."""
     Hphi = t.H @ t.phi
-    return Hphi @ t.M @ Hphi.T
+    return Hphi @ t.M @ Hphi.T + jnp.diag(to_slots(model, model.armature).reshape(-1))
 
 
 def _padded_bias(t: OperatorTerms, f_ext):
@@ -143,7 +144,7 @@ def _padded_bias(t: OperatorTerms, f_ext):
 def mass_matrix_operator(model: Model, q, phi=None):
     """𝓜 = H φ M φᵀ Hᵀ (nv, nv). `phi` overrides the transfer operator (e.g. the unmasked φ_o)."""
     v = jnp.zeros(model.nv, model.joint_axis.dtype)
-    M_pad = _padded_mass_matrix(operator_terms(model, q, v, phi))
+    M_pad = _padded_mass_matrix(model, operator_terms(model, q, v, phi))
     index = model.dof_index
     return M_pad[index][:, index]
 
@@ -165,7 +166,7 @@ def inverse_dynamics_operator(model: Model, q, v, a, f_ext=None):
     f = t.M @ alpha + t.b
     if f_ext is not None:
         f = f - f_ext.reshape(-1)
-    return from_slots(model, (t.H @ (t.phi @ f)).reshape(model.n_links, -1))
+    return from_slots(model, (t.H @ (t.phi @ f)).reshape(model.n_links, -1)) + model.armature * a
 
 
 @entry_point(q='q', v='v', tau='v', f_ext='f_ext')
@@ -173,7 +174,7 @@ def forward_dynamics_operator(model: Model, q, v, tau, f_ext=None):
     """θ̈ = 𝓜⁻¹ (T − C) by a dense (Cholesky) solve of the operator-form mass matrix. (nv,)."""
     t = operator_terms(model, q, v)
     index = model.dof_index
-    M = _padded_mass_matrix(t)[index][:, index]
+    M = _padded_mass_matrix(model, t)[index][:, index]
     C = _padded_bias(t, f_ext)[index]
     chol = jnp.linalg.cholesky(M)
     y = solve_triangular(chol, tau - C, lower=True)
@@ -215,17 +216,18 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
     eye6 = jnp.eye(6, dtype=I.dtype)
 
     def step(data, P_children):
-        R, p, S_k, I_k, pad_k = data
+        R, p, S_k, I_k, pad_k, armature_k = data
         P = I_k + P_children
         U = P @ S_k
-        D = S_k.T @ U + jnp.diag(pad_k)
+        D = S_k.T @ U + jnp.diag(pad_k + armature_k)                 # D = H 𝒫 Hᵀ + armature
         D_inv = jnp.linalg.inv(D)
         G = U @ D_inv
         tau_bar = eye6 - G @ S_k.T
         X = force_transform(R, p)
         return (D, D_inv, G, tau_bar), X @ (tau_bar @ P) @ X.T
 
-    D, D_inv, G, tau_bar = inward(model.traversal, step, (*frames, S, I, pad), jnp.zeros((6, 6), I.dtype))
+    data = (*frames, S, I, pad, to_slots(model, model.armature))
+    D, D_inv, G, tau_bar = inward(model.traversal, step, data, jnp.zeros((6, 6), I.dtype))
     phi_o = transfer_operator_virtual(model, q)
     links = jnp.arange(n, dtype=model.parent.dtype)
     parent_mask = (model.parent[None, :] == links[:, None]).astype(I.dtype)      # [i, j] = 1 iff i = p(j)

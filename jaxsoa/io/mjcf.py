@@ -186,6 +186,24 @@ def _links(mujoco, m, floating_base):
     return links
 
 
+def _armature(m, links):
+    """(nv,) MuJoCo's `dof_armature` in jaxsoa's v order; a free joint's must be zero (its linear
+    rows act on MuJoCo's world-frame velocity, not on jaxsoa's body-frame one)."""
+    values = []
+    for link in links:
+        j, dofs = link.get("mj_joint"), link["dofs"]
+        if dofs is None:                                           # a free joint the loader added
+            values += [0.0] * 6
+            continue
+        if not dofs:
+            continue
+        if m.jnt_type[j] == _FREE and np.any(m.dof_armature[list(dofs)] != 0):
+            raise ValueError(f"MJCF joint '{link['joint']}' (free): armature is not supported on free joints "
+                             "(set it to zero)")
+        values += [float(m.dof_armature[d]) for d in dofs]
+    return np.asarray(values, np.float64)
+
+
 def load_mjcf(source, *, dtype=None, floating_base=None, strategy="sequential", unroll=1):
     """Compile `source` with MuJoCo and return the `Model` of its body tree (conventions: the
     module docstring), in `dtype` (`build_model`'s default when None).
@@ -194,12 +212,15 @@ def load_mjcf(source, *, dtype=None, floating_base=None, strategy="sequential", 
     floating_base: None keeps MuJoCo's joints (the state maps then apply); True gives a single
     joint-less top-level body a free joint; False welds a single top-level body's free joint at
     its MJCF pose. Gravity is MuJoCo's `opt.gravity` (zero when the gravity flag is disabled).
+    Joint armature becomes `Model.armature` (in RNEA, ABA and CRBA, as in MuJoCo); damping,
+    springs and friction loss are passive forces, reported by `mjcf_joint_properties`.
     Malformed MJCF raises `ValueError` with MuJoCo's message.
     """
     mujoco = _mujoco()
     m = _compile(mujoco, source)
     _reject_unsupported(mujoco, m)
     links = _links(mujoco, m, floating_base)
+    armature = _armature(m, links)
     gravity_off = m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
     kwargs = {} if dtype is None else dict(dtype=dtype)
     return build_model(
@@ -209,7 +230,8 @@ def load_mjcf(source, *, dtype=None, floating_base=None, strategy="sequential", 
         mass=np.array([k["inertia"][0] for k in links]), com=np.stack([k["inertia"][1] for k in links]),
         inertia_com=np.stack([k["inertia"][2] for k in links]), link_names=[k["name"] for k in links],
         link_joint_names=[k["joint"] for k in links],
-        gravity=np.zeros(3) if gravity_off else np.array(m.opt.gravity), strategy=strategy, unroll=unroll, **kwargs)
+        gravity=np.zeros(3) if gravity_off else np.array(m.opt.gravity), armature=armature, strategy=strategy,
+        unroll=unroll, **kwargs)
 
 
 def mjcf_joint_properties(source, *, dtype=None, floating_base=None) -> JointProperties:

@@ -103,12 +103,13 @@ def _check_carries_inertia(mass, inertia_com):
 
 def build_model(parent, joint_types, joint_axis, placement_rotation, placement_translation, mass,
                 com, inertia_com, *, inboard_interface=None, link_names=None, link_joint_names=None,
-                gravity=STANDARD_GRAVITY, dtype=None, strategy="sequential", unroll=1):
+                gravity=STANDARD_GRAVITY, armature=None, dtype=None, strategy="sequential", unroll=1):
     """Validate host-side arrays and return a `Model` (see `jaxsoa.multibody.model` for the shapes)
     carrying the traversal of `parent` built with `strategy` and `unroll` (see `tree_traversal`).
 
     Per-interface fields may omit the interface axis (one interface per link). `dtype` defaults to
-    JAX's default float (float64 under `jax_enable_x64`). Every field is checked for its shape,
+    JAX's default float (float64 under `jax_enable_x64`). `armature` (nv,) ≥ 0 is the rotor inertia
+    on each joint velocity (default zero). Every field is checked for its shape,
     integer-ness (parent, joint types, inboard interface) and finiteness, and the inertias for
     physical consistency; a bad field raises `ValueError` (`TypeError` for a wrong dtype) naming
     the link and the field.
@@ -169,6 +170,10 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
         if not 0 <= i < n_if:
             raise ValueError(f"link '{link_names[k]}': field 'inboard_interface' = {i} out of range")
     _check_carries_inertia(mass, inertia_com)
+    nv = sum(t.nv for t in joint_types)
+    armature = np.zeros(nv) if armature is None else _real("armature", armature, [(nv,)])
+    if not np.all(np.isfinite(armature) & (armature >= 0)):
+        raise ValueError(f"field 'armature' must be finite and non-negative, got {armature}")
 
     dtype = default_dtype(dtype)
 
@@ -179,5 +184,5 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
                  inboard_interface=jnp.asarray(inboard_interface, jnp.int32),
                  placement_rotation=arr(placement_rotation), placement_translation=arr(placement_translation),
                  mass=arr(mass), com=arr(com), inertia_com=arr(inertia_com), joint_axis=arr(joint_axis),
-                 gravity=arr(gravity), joint_types=joint_types, link_names=link_names,
+                 gravity=arr(gravity), armature=arr(armature), joint_types=joint_types, link_names=link_names,
                  link_joint_names=link_joint_names)

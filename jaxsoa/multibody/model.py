@@ -11,6 +11,8 @@ Traced (data) fields — a new value is a new array, never a recompile:
                                inertia of link k in its own frame (origin at its inboard joint)
     joint_axis (n, 3)          unit axis of the joints whose type `uses_axis` (ignored otherwise)
     gravity (3,)               gravitational acceleration in the world frame
+    armature (nv,)             rotor inertia reflected on each joint velocity (Pinocchio's and MuJoCo's
+                               `armature`): M(q) + diag(armature) in RNEA, ABA and CRBA
 Static (meta) fields — sizes and layout only:
     joint_types (n,) tuple of `JointType`, link_names, link_joint_names (and the traversal's
     strategy and unroll).
@@ -44,6 +46,7 @@ class Model:
     inertia_com: jax.Array                 # (n, n_if, 3, 3)
     joint_axis: jax.Array                  # (n, 3)
     gravity: jax.Array                     # (3,)
+    armature: jax.Array                    # (nv,)
     joint_types: tuple = dataclasses.field(metadata=dict(static=True))
     link_names: tuple = dataclasses.field(metadata=dict(static=True))
     link_joint_names: tuple = dataclasses.field(metadata=dict(static=True))

@@ -4,12 +4,12 @@ and actuation disabled (`mjDSBL_CONSTRAINT | mjDSBL_ACTUATION`; springs, dampers
 At `N_STATES` random states of each model (hinge / slide angles uniform in ±π around qpos0,
 uniform random quaternions, free positions around qpos0 ± 1, qvel / qacc / qfrc standard normal):
 
-* mass matrix: MuJoCo's `mj_fullM` (armature included) against Tᵀ crba(q) T + diag(armature), with
-  T = ∂v/∂qvel the velocity map of `from_mujoco`;
-* inverse dynamics: `mj_inverse`'s qfrc_inverse against rnea through the force and acceleration
-  maps, minus `passive_force`, plus armature ∘ qacc; passive forces against `qfrc_passive`;
-* forward dynamics: `mj_forward`'s qacc against the dense solve with armature, and against `aba`
-  (the recursive method) on the same MjModel with its armature set to zero.
+* mass matrix: MuJoCo's `mj_fullM` (armature included) against Tᵀ crba(q) T (`Model.armature`
+  included), with T = ∂v/∂qvel the velocity map of `from_mujoco`;
+* inverse dynamics: `mj_inverse`'s qfrc_inverse against rnea (armature included) through the force
+  and acceleration maps, minus `passive_force`; passive forces against `qfrc_passive`;
+* forward dynamics: `mj_forward`'s qacc against the dense solve and against `aba` (the recursive
+  method), both with the model's armature.
 
 Models: dm_control's suite (`pip install dm_control`: the XML files only are read, its Python
 package is never imported) as shipped, plus quadruped and manipulator with their tendons,
@@ -109,10 +109,9 @@ def random_mujoco_states(m, rng, n):
 
 
 def mujoco_terms(m, states):
-    """MuJoCo's M, qfrc_inverse, qfrc_passive, qacc (with armature) and qacc with armature zero."""
+    """MuJoCo's M, qfrc_inverse, qfrc_passive and qacc (twice: for the dense and the recursive path)."""
     d = mujoco.MjData(m)
     out = {key: [] for key in ("M", "inverse", "passive", "forward", "forward_aba")}
-    armature = m.dof_armature.copy()
     for qpos, qvel, qacc, qfrc in zip(*states, strict=True):
         d.qpos[:], d.qvel[:], d.qfrc_applied[:] = qpos, qvel, qfrc
         mujoco.mj_forward(m, d)
@@ -120,14 +119,11 @@ def mujoco_terms(m, states):
         mujoco.mj_fullM(m, d, M)
         out["M"].append(M)
         out["forward"].append(d.qacc.copy())
+        out["forward_aba"].append(d.qacc.copy())
         out["passive"].append(d.qfrc_passive.copy())
         d.qacc[:] = qacc
         mujoco.mj_inverse(m, d)
         out["inverse"].append(d.qfrc_inverse.copy())
-        m.dof_armature[:] = 0.0
-        mujoco.mj_forward(m, d)
-        out["forward_aba"].append(d.qacc.copy())
-        m.dof_armature[:] = armature
     return {key: np.stack(x) for key, x in out.items()}
 
 
@@ -135,11 +131,11 @@ def _jaxsoa_terms(model, joints, qpos, qvel, qacc, qfrc):
     """The same quantities from jaxsoa for one state (MuJoCo's coordinates)."""
     q, v = from_mujoco(model, qpos, qvel)
     T = jax.jacobian(lambda u: from_mujoco(model, qpos, u)[1])(qvel)               # v = T qvel
-    M = T.T @ jaxsoa.crba(model, q) @ T + jnp.diag(joints.armature)                 # M_mj = Tᵀ M T + A
+    M = T.T @ jaxsoa.crba(model, q) @ T                                           # M_mj = Tᵀ (M + A) T
     passive = passive_force(model, joints, q, v)
     a = acceleration_from_mujoco(model, qpos, qvel, qacc)
-    # qfrc_inverse = M_mj qacc + bias − passive, armature acting on MuJoCo's qacc
-    inverse = force_to_mujoco(model, q, jaxsoa.rnea(model, q, v, a) - passive) + joints.armature * qacc
+    # qfrc_inverse = M_mj qacc + bias − passive (armature on the joints' own rates, where T = 1)
+    inverse = force_to_mujoco(model, q, jaxsoa.rnea(model, q, v, a) - passive)
     forward = jnp.linalg.solve(M, qfrc - (inverse - M @ qacc))                    # M qacc = qfrc − bias + passive
     forward_aba = acceleration_to_mujoco(model, q, v, jaxsoa.aba(model, q, v, force_from_mujoco(model, qpos, qfrc)
                                                                  + passive))
