@@ -3,6 +3,7 @@ naming the flag, before any work starts (argparse types in experiments/_common.p
 whose results are non-finite exits 1, never 0. In process and fast: parsing fails before imports
 of the heavy parts run anything."""
 
+import argparse
 import math
 
 import numpy as np
@@ -50,9 +51,10 @@ def test_reproduction_flags_are_checked_too(capsys):
 def test_number_types():
     assert _common.positive_int("3") == 3 and _common.nonnegative_int("0") == 0
     assert _common.positive_float("1e-3") == 1e-3
-    for parse, text in ((_common.positive_int, "0"), (_common.positive_float, "-inf"), (_common.nonnegative_float, "nan"),
-                        (_common.positive_int, "1.5")):
-        with pytest.raises(Exception, match="must be|expected"):
+    cases = ((_common.positive_int, "0"), (_common.positive_float, "-inf"), (_common.nonnegative_float, "nan"),
+             (_common.positive_int, "1.5"))
+    for parse, text in cases:
+        with pytest.raises(argparse.ArgumentTypeError, match=r"must be|expected"):
             parse(text)
 
 

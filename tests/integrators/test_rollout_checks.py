@@ -70,7 +70,7 @@ def test_checkify_variant_names_the_step(chain):
 
     checked = jax.jit(checkify.checkify(partial(jaxsoa.rollout, chain, control=control, dt=dt, n_steps=6,
                                                 checks=True)))
-    err, trajectory = checked(jnp.full(3, 0.1), jnp.zeros(3))
+    err, _ = checked(jnp.full(3, 0.1), jnp.zeros(3))
     assert "non-finite from step 3" in err.get()
     err, _ = checked(jnp.full(3, 0.1), jnp.zeros(3).at[0].set(jnp.nan))
     assert "q has non-finite entries" not in (err.get() or "") and "non-finite from step 0" in err.get()
