@@ -1,5 +1,6 @@
 """O(n) recursions over a traced topology: RNEA (inverse dynamics), ABA in the innovations form
-of docs/derivations.md (forward dynamics) and CRBA (joint-space mass matrix).
+of docs/derivations.md (forward dynamics, differentiated by its adjoint: `jaxsoa.algorithms.adjoint`)
+and CRBA (joint-space mass matrix).
 
 Shapes: q (nq,), v / a / tau (nv,), f_ext (n, 6) link-frame wrenches `[moment; force]` acting on
 each link (Pinocchio's `fext` convention) or None. Gravity enters as the world's fictitious
@@ -8,6 +9,7 @@ acceleration α_world = [0; −g]. Every pass goes through `jaxsoa.multibody.tra
 
 import jax.numpy as jnp
 
+from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.algorithms.kinematics import (
     forward_kinematics,
     from_slots,
@@ -85,8 +87,7 @@ def _inverse_small(D):
     return 1.0 / D if D.shape[-1] == 1 else jnp.linalg.inv(D)
 
 
-@entry_point(q='q', v='v', tau='v', f_ext='f_ext')
-def aba(model: Model, q, v, tau, f_ext=None):
+def _aba_recursion(model: Model, q, v, tau, f_ext=None):
     """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm,
     written with the innovations factors 𝒫, D, G, ε, ν of docs/derivations.md. Returns (nv,)."""
     frames, S = joint_frames(model, q), motion_subspaces(model)
@@ -118,6 +119,25 @@ def aba(model: Model, q, v, tau, f_ext=None):
     G, nu = inward(model.traversal, inward_step, data, zero_acc)
     qdd_slots = _outward_accelerations(model, frames, S, coriolis, G, nu)
     return from_slots(model, qdd_slots)
+
+
+_aba_adjoint = adjoint_forward_dynamics(_aba_recursion, rnea)
+
+
+@entry_point(q='q', v='v', tau='v', f_ext='f_ext')
+def aba(model: Model, q, v, tau, f_ext=None):
+    """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm
+    (innovations form of docs/derivations.md), (nv,). Differentiated by its adjoint
+    (`jaxsoa.algorithms.adjoint`): reverse mode costs one more ABA-type solve and one RNEA VJP,
+    forward mode one RNEA JVP and one solve. `aba_autodiff` is the same recursion under plain autodiff."""
+    return _aba_adjoint(model, q, v, tau, f_ext)
+
+
+@entry_point(q='q', v='v', tau='v', f_ext='f_ext')
+def aba_autodiff(model: Model, q, v, tau, f_ext=None):
+    """`aba` differentiated through its recursions by plain autodiff (the reference path of the
+    adjoint's tests; its `inertia_com` gradient carries an unphysical antisymmetric part). (nv,)."""
+    return _aba_recursion(model, q, v, tau, f_ext)
 
 
 def _outward_accelerations(model, frames, S, coriolis, G, nu):

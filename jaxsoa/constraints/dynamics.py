@@ -16,13 +16,14 @@ the minimum-norm multipliers (any split of a redundant reaction is physically eq
 1000 · eps of the dtype. Never NaN: dropped directions give zero multipliers.
 """
 
-import dataclasses
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from jaxsoa.algorithms.dynamics import aba, crba, rnea
+from jaxsoa.algorithms.adjoint import implicit_dynamics, with_symmetric_inertia, without_gravity
+from jaxsoa.algorithms.dynamics import aba, aba_autodiff, crba, rnea
 from jaxsoa.constraints.closure import (
     LoopClosure,
     closure_terms,
@@ -39,11 +40,11 @@ def _rtol(rcond, dtype):
     return 1000 * jnp.finfo(dtype).eps if rcond is None else rcond
 
 
-def inverse_mass_columns(model: Model, q, B):
-    """M⁻¹ Bᵀ (nv, m) for B (m, nv): one ABA per row of B on a gravity-free copy at zero velocity."""
-    free = dataclasses.replace(model, gravity=jnp.zeros_like(model.gravity))
+def inverse_mass_columns(model: Model, q, B, fd=aba):
+    """M⁻¹ Bᵀ (nv, m) for B (m, nv): one ABA (`fd`) per row of B on a gravity-free copy at zero velocity."""
+    free = without_gravity(model)
     zero = jnp.zeros(model.nv, B.dtype)
-    return jax.vmap(lambda g: aba(free, q, zero, g), out_axes=1)(B)
+    return jax.vmap(lambda g: fd(free, q, zero, g), out_axes=1)(B)
 
 
 def _acceleration_rhs(model, q, v, closure, baumgarte):
@@ -61,28 +62,100 @@ class ConstrainedDynamics(NamedTuple):
     lam: jax.Array
 
 
-@entry_point(q='q', v='v', tau='v', closure='closure', f_ext='f_ext')
-def forward_dynamics_constrained(model: Model, q, v, tau, closure: LoopClosure, f_ext=None, *, baumgarte=None,
-                                 method="recursive", rcond=None) -> ConstrainedDynamics:
-    """`ConstrainedDynamics` (q̈, λ) of the closed-loop system (module docstring). `baumgarte` =
-    (α, β) adds −2α G v − β² e to the constraint acceleration (None: none). f_ext (n, 6) link-frame
-    wrenches or None."""
+def _solve(model, q, v, tau, closure, f_ext, baumgarte, rtol, method, fd=aba):
+    """((q̈, λ), aux) of the closed-loop system, forward dynamics `fd`; aux: what the adjoint's
+    linear solves reuse — (G, M⁻¹ Gᵀ, (G M⁻¹ Gᵀ)⁺) recursive, (G, K⁺) dense."""
     G, rhs = _acceleration_rhs(model, q, v, closure, baumgarte)
-    rtol = _rtol(rcond, G.dtype)
     if method == "recursive":
-        qdd_free = aba(model, q, v, tau, f_ext)                          # q̈_free = M⁻¹ (τ − C)
-        Minv_Gt = inverse_mass_columns(model, q, G)
-        delassus = G @ Minv_Gt                                          # (G M⁻¹ Gᵀ) λ = rhs − G q̈_free
-        lam = jnp.linalg.pinv(delassus, rtol, hermitian=True) @ (rhs - G @ qdd_free)
-        return ConstrainedDynamics(qdd_free + Minv_Gt @ lam, lam)       # q̈ = q̈_free + M⁻¹ Gᵀ λ
+        qdd_free = fd(model, q, v, tau, f_ext)                           # q̈_free = M⁻¹ (τ − C)
+        Minv_Gt = inverse_mass_columns(model, q, G, fd)
+        delassus_inv = jnp.linalg.pinv(G @ Minv_Gt, rtol, hermitian=True)  # (G M⁻¹ Gᵀ) λ = rhs − G q̈_free
+        lam = delassus_inv @ (rhs - G @ qdd_free)
+        return (qdd_free + Minv_Gt @ lam, lam), (G, Minv_Gt, delassus_inv)  # q̈ = q̈_free + M⁻¹ Gᵀ λ
     if method == "dense":
         M = crba(model, q)
         C = rnea(model, q, v, jnp.zeros_like(v), f_ext)
         m = G.shape[0]
         kkt = jnp.block([[M, G.T], [G, jnp.zeros((m, m), G.dtype)]])      # [[M, Gᵀ], [G, 0]] [q̈; −λ] = [τ − C; rhs]
-        sol = jnp.linalg.pinv(kkt, rtol, hermitian=True) @ jnp.concatenate([tau - C, rhs])
-        return ConstrainedDynamics(sol[: model.nv], -sol[model.nv:])
+        kkt_inv = jnp.linalg.pinv(kkt, rtol, hermitian=True)
+        sol = kkt_inv @ jnp.concatenate([tau - C, rhs])
+        return (sol[: model.nv], -sol[model.nv:]), (G, kkt_inv)
     raise ValueError(f"method must be 'recursive' or 'dense', got {method!r}")
+
+
+def _residual(p, x):
+    """r = (τ + Gᵀ λ − RNEA(q, v, q̈, f_ext), rhs − G q̈): zero at the constrained solution."""
+    model, q, v, tau, closure, f_ext, baumgarte, _ = p
+    qdd, lam = x
+    G, rhs = _acceleration_rhs(model, q, v, closure, baumgarte)
+    return tau + G.T @ lam - rnea(with_symmetric_inertia(model), q, v, qdd, f_ext), rhs - G @ qdd
+
+
+def _kkt_operators(method, p, x, aux):
+    """A = −∂r/∂(q̈, λ) = [[M, −Gᵀ], [G, 0]]: A x, A⁻¹ b and A⁻ᵀ c, reusing the forward solve's
+    factors (recursive: one gravity-free ABA per solve; dense: the KKT pseudo-inverse)."""
+    model, q = without_gravity(p[0]), p[1]
+    G, nv = aux[0], model.nv
+    zero = jnp.zeros(nv, G.dtype)
+
+    def matvec(x):                                         # (M q̈ − Gᵀ λ, G q̈)
+        return rnea(model, q, zero, x[0]) - G.T @ x[1], G @ x[0]
+
+    if method == "recursive":
+        _, Minv_Gt, delassus_inv = aux
+
+        def solve(_, b):                                   # λ = D⁺ (b₂ − G M⁻¹ b₁), q̈ = M⁻¹ (b₁ + Gᵀ λ)
+            y = aba(model, q, zero, b[0])
+            lam = delassus_inv @ (b[1] - G @ y)
+            return y + Minv_Gt @ lam, lam
+
+        def transpose_solve(_, c):                         # μ₂ = D⁺ (c₂ + G M⁻¹ c₁), μ₁ = M⁻¹ (c₁ − Gᵀ μ₂)
+            y = aba(model, q, zero, c[0])
+            mu = delassus_inv @ (c[1] + G @ y)
+            return y - Minv_Gt @ mu, mu
+    else:
+        kkt_inv = aux[1]
+
+        def solve(_, b):                                   # K [q̈; −λ] = [b₁; b₂]
+            y = kkt_inv @ jnp.concatenate(b)
+            return y[:nv], -y[nv:]
+
+        def transpose_solve(_, c):                         # K [μ₁; μ₂] = [c₁; −c₂]
+            y = kkt_inv @ jnp.concatenate([c[0], -c[1]])
+            return y[:nv], y[nv:]
+    return matvec, solve, transpose_solve
+
+
+@functools.cache
+def _adjoint(method):
+    """(model, q, v, tau, closure, f_ext, baumgarte, rtol) -> (q̈, λ), differentiated by the adjoint
+    of the KKT system (`jaxsoa.algorithms.adjoint.implicit_dynamics`)."""
+    return implicit_dynamics(lambda *p: _solve(*p, method), _residual, functools.partial(_kkt_operators, method))
+
+
+@entry_point(q='q', v='v', tau='v', closure='closure', f_ext='f_ext')
+def forward_dynamics_constrained(model: Model, q, v, tau, closure: LoopClosure, f_ext=None, *, baumgarte=None,
+                                 method="recursive", rcond=None) -> ConstrainedDynamics:
+    """`ConstrainedDynamics` (q̈, λ) of the closed-loop system (module docstring). `baumgarte` =
+    (α, β) adds −2α G v − β² e to the constraint acceleration (None: none). f_ext (n, 6) link-frame
+    wrenches or None. Differentiated by the adjoint of the KKT system: with A = [[M, −Gᵀ], [G, 0]]
+    the cotangents (q̈̄, λ̄) give μ = A⁻ᵀ (q̈̄, λ̄) by one more ABA and the Delassus factor
+    (recursive) or the KKT pseudo-inverse (dense), then the VJP of the residual
+    (τ + Gᵀ λ − RNEA, rhs − G q̈) at μ."""
+    if method not in ("recursive", "dense"):
+        raise ValueError(f"method must be 'recursive' or 'dense', got {method!r}")
+    rtol = jnp.asarray(_rtol(rcond, model.dtype), model.dtype)
+    gains = None if baumgarte is None else tuple(jnp.asarray(g, model.dtype) for g in baumgarte)
+    return ConstrainedDynamics(*_adjoint(method)(model, q, v, tau, closure, f_ext, gains, rtol))
+
+
+@entry_point(q='q', v='v', tau='v', closure='closure', f_ext='f_ext')
+def forward_dynamics_constrained_autodiff(model: Model, q, v, tau, closure: LoopClosure, f_ext=None, *,
+                                          baumgarte=None, method="recursive", rcond=None) -> ConstrainedDynamics:
+    """`forward_dynamics_constrained` differentiated through its solves by plain autodiff (the
+    reference path of the adjoint's tests)."""
+    rtol = _rtol(rcond, model.dtype)
+    return ConstrainedDynamics(*_solve(model, q, v, tau, closure, f_ext, baumgarte, rtol, method, aba_autodiff)[0])
 
 
 class ConstrainedInverseDynamics(NamedTuple):

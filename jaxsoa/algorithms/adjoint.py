@@ -1,0 +1,105 @@
+"""The adjoint of forward dynamics: an acceleration solved from a linear system is differentiated
+as the implicit solution of that system, never through the solver's recursions.
+
+Forward dynamics x*(p) (x = q̈, or (q̈, λ) for closed loops) is the root of a residual r(p, x) = 0
+that is linear in x, e.g. r = τ − RNEA(q, v, q̈, f_ext; θ) with p = (θ, q, v, τ, f_ext) and
+θ every float field of the model. With A = −∂r/∂x (the mass matrix M for ABA, the KKT matrix for
+closed loops), the implicit-function theorem gives
+
+    tangent (forward mode):  ẋ = A⁻¹ (∂r/∂p · ṗ)          at x = x*, r's tangent taken by `jax.jvp`
+    adjoint (reverse mode):  μ = A⁻ᵀ x̄,  p̄ = μᵀ ∂r/∂p      (JAX's transpose of the tangent)
+
+For ABA: μ = λ = M⁻¹ g (one ABA at v = 0 with gravity off), τ̄ = λ and
+(θ̄, q̄, v̄, f̄_ext) = −λᵀ ∂RNEA/∂(θ, q, v, f_ext): one ABA-type solve and one RNEA VJP, where plain
+autodiff transposes ABA's three scans (docs/performance.md, "Gradients: the adjoint").
+
+The rule is a `jax.custom_jvp` whose solve is `lax.custom_linear_solve`, so forward mode (`jvp`,
+`jacfwd`), reverse mode (JAX transposes the linear solve with `transpose_solve`, and r's tangent into
+its VJP) and higher derivatives all work. `inertia_com` enters the residual through its symmetric
+part (`with_symmetric_inertia`), so its cotangent is the symmetric part of plain autodiff's (the
+recursions assume a symmetric inertia; autodiff through ABA adds an antisymmetric component that has
+no physical meaning) and its tangent is defined along symmetric directions. Integer model fields
+(the topology) get `float0` cotangents.
+"""
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from jaxsoa.multibody.model import Model
+
+
+def without_gravity(model: Model) -> Model:
+    """The same model with gravity zero: RNEA(q, 0, a) = M a and ABA(q, 0, b) = M⁻¹ b on it."""
+    return dataclasses.replace(model, gravity=jnp.zeros_like(model.gravity))
+
+
+def with_symmetric_inertia(model: Model) -> Model:
+    """The same model with `inertia_com` replaced by its symmetric part ½ (I + Iᵀ) (exact, the same
+    model, for a symmetric I). The adjoints' residuals use it, so their `inertia_com` cotangent is
+    symmetric: the gradient on the space of physical inertias."""
+    inertia = model.inertia_com
+    return dataclasses.replace(model, inertia_com=0.5 * (inertia + jnp.swapaxes(inertia, -1, -2)))
+
+
+def implicit_dynamics(solve: Callable, residual: Callable, operators: Callable) -> Callable:
+    """x*(p) = solve(*p)[0] differentiated implicitly (module docstring).
+
+    solve(*p) -> (x, aux): the forward solution and what the linear solves reuse (or None);
+    residual(p, x) -> r with r(p, x*) = 0, linear in x, same PyTree structure as x;
+    operators(p, x, aux) -> (matvec, solve_A, transpose_solve_A): x ↦ A x, (matvec, b) ↦ A⁻¹ b and
+    (vecmat, c) ↦ A⁻ᵀ c for A = −∂r/∂x (transpose_solve_A None: A symmetric).
+    Returns f(*p) -> x with a custom JVP (p: PyTrees of arrays; integer leaves are not differentiated).
+    """
+
+    @jax.custom_jvp
+    def f(*p):
+        return solve(*p)[0]
+
+    def f_jvp(p, p_dot):
+        x, aux = solve(*p)
+        leaves, tree = jax.tree.flatten(p)
+        live = [(i, t) for i, t in enumerate(jax.tree.leaves(p_dot, is_leaf=_is_zero)) if not _is_zero(t)]
+
+        def residual_of(*live_leaves):                     # r with the undifferentiated leaves held constant
+            new = list(leaves)
+            for (i, _), leaf in zip(live, live_leaves, strict=True):
+                new[i] = leaf
+            return residual(jax.tree.unflatten(tree, new), x)
+
+        _, r_dot = jax.jvp(residual_of, tuple(leaves[i] for i, _ in live), tuple(t for _, t in live))  # ∂r/∂p · ṗ
+        matvec, solve_A, transpose_solve_A = operators(p, x, aux)
+        x_dot = jax.lax.custom_linear_solve(matvec, r_dot, solve_A, transpose_solve_A,
+                                            symmetric=transpose_solve_A is None)    # ẋ = A⁻¹ ∂r/∂p · ṗ
+        return x, x_dot
+
+    f.defjvp(f_jvp, symbolic_zeros=True)        # arguments not differentiated stay out of r's tangent
+    return f
+
+
+def _is_zero(tangent):
+    return isinstance(tangent, jax.custom_derivatives.SymbolicZero)
+
+
+def adjoint_forward_dynamics(aba_recursion: Callable, rnea: Callable) -> Callable:
+    """fd(model, q, v, tau, f_ext) -> q̈ (nv,) = aba_recursion(...), differentiated as the solution
+    of rnea(model, q, v, q̈, f_ext) = τ: A = M, applied as RNEA(q, 0, x) and inverted as
+    ABA(q, 0, b) on the gravity-free model (M symmetric, so the adjoint solve is the same ABA).
+    Per sample: q (nq,), v / tau (nv,), f_ext (n, 6) or None."""
+
+    def solve(model, q, v, tau, f_ext):
+        return aba_recursion(model, q, v, tau, f_ext), None
+
+    def residual(p, qdd):
+        model, q, v, tau, f_ext = p
+        return tau - rnea(with_symmetric_inertia(model), q, v, qdd, f_ext)   # r = τ − RNEA(q, v, q̈, f_ext; θ)
+
+    def operators(p, qdd, _):
+        free, q, zero = without_gravity(p[0]), p[1], jnp.zeros_like(qdd)
+        return (lambda x: rnea(free, q, zero, x, None),                  # M x
+                lambda _, b: aba_recursion(free, q, zero, b, None),      # M⁻¹ b
+                None)
+
+    return implicit_dynamics(solve, residual, operators)
