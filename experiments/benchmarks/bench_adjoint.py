@@ -117,15 +117,15 @@ def call_cases(model, batch, dtype, wrt, rng):
     """{case: (fn, args)} of the single batched call."""
     q, v, tau = (jnp.asarray(x, dtype) for x in bc.make_inputs(model.nq, model.nv, batch, seed=5,
                                                                 floating=model.nq > model.nv))
-    w = jnp.asarray(rng.normal(size=(batch, model.nv)), dtype)
+    w = jnp.asarray(rng.normal(size=(batch, model.nv)), dtype)      # an argument: a constant would be folded
 
     def loss(fd):
-        return lambda m, q, v, tau: jnp.sum(w * jax.vmap(lambda q, v, t: fd(m, q, v, t))(q, v, tau))
+        return lambda m, q, v, tau, w: jnp.sum(w * jax.vmap(lambda q, v, t: fd(m, q, v, t))(q, v, tau))
 
     argnums = (1, 2, 3) if wrt == "state" else (0, 1, 2, 3)
-    cases = {"value": (loss(jaxsoa.aba), (model, q, v, tau))}
+    cases = {"value": (loss(jaxsoa.aba), (model, q, v, tau, w))}
     for name, fd in DYNAMICS.items():
-        cases[name] = (jax.value_and_grad(loss(fd), argnums=argnums, allow_int=True), (model, q, v, tau))
+        cases[name] = (jax.value_and_grad(loss(fd), argnums=argnums, allow_int=True), (model, q, v, tau, w))
     return cases
 
 
