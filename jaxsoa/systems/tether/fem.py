@@ -20,6 +20,7 @@ Galerkin weighting of ρ Dv/Dt = ∂n/∂s + f gives, per node i (every term exa
 """
 
 import dataclasses
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -133,16 +134,23 @@ def transport_velocity(state: TetherState, s_ddot):
     return w, w_t, l_dot / l
 
 
-def element_strain(params: TetherParams, state: TetherState):
+class ElementStrain(NamedTuple):
+    """Per element: strain eps (n,), material strain rate eps_dot (n,), unit tangent (n, 3)."""
+    eps: jax.Array
+    eps_dot: jax.Array
+    tangent: jax.Array
+
+
+def element_strain(params: TetherParams, state: TetherState) -> ElementStrain:
     """Per element k: ε_k = |r̄'|/l − 1, material strain rate ε̇_k = (r̄'·ṙ̄')/(l|r̄'|) − (l̇/l)|r̄'|/l, and the
-    unit tangent τ_k (n, 3), with r̄' = n (r_{k+1} − r_k). Returns (eps (n,), eps_dot (n,), tau (n, 3))."""
+    unit tangent τ_k (n, 3), with r̄' = n (r_{k+1} − r_k). Returns `ElementStrain` (eps, eps_dot, tangent)."""
     n = params.n_elements
     l, l_dot = state.s[1] - state.s[0], state.s_dot[1] - state.s_dot[0]
     d, d_dot = n * jnp.diff(state.r, axis=0), n * jnp.diff(state.v, axis=0)          # r̄', ṙ̄'
     stretch = jnp.linalg.norm(d, axis=1)                                            # |r̄'|
     eps = stretch / l - 1
     eps_dot = jnp.sum(d * d_dot, axis=1) / (l * stretch) - l_dot * stretch / l**2
-    return eps, eps_dot, d / stretch[:, None]
+    return ElementStrain(eps, eps_dot, d / stretch[:, None])
 
 
 def element_tension(params: TetherParams, eps, eps_dot):
