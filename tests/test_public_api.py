@@ -115,12 +115,9 @@ def _design(rng):
 
     design = dual_arm_spacecraft.design()
     configurations = jnp.asarray(np.stack([dual_arm_spacecraft.configuration(k) for k in (1, 2, 3)]), jnp.int32)
-    first = topology.topology_from_configuration(dual_arm_spacecraft.IDS, configurations[0])
-    s, n_if = configurations.shape[1:]                   # the static layout; apply_configuration fills the rest
-    template = jaxsoa.build_model(first.parent, design.joint_types, np.tile([0.0, 0.0, 1.0], (s, 1)),
-                                  np.broadcast_to(np.eye(3), (s, n_if, 3, 3)), np.zeros((s, n_if, 3)),
-                                  np.zeros((s, n_if)), np.zeros((s, n_if, 3)), np.zeros((s, n_if, 3, 3)),
-                                  inboard_interface=first.inboard_interface, dtype=jnp.float64)
+    # the template's static layout (parent, inboard interface) is the first configuration's; apply_configuration
+    # fills the rest per configuration
+    template = topology.reconfigurable_model(design, configurations[0], dual_arm_spacecraft.IDS, dtype=jnp.float64)
     return SimpleNamespace(template=template, arrays=topology.design_arrays(design), configurations=configurations,
                            ids=jnp.asarray(dual_arm_spacecraft.IDS, jnp.int32), states=_states(template, rng))
 
