@@ -3,15 +3,16 @@
 
 * against central finite differences (`jax.test_util.check_grads`, forward and reverse mode, order
   1, float64) in every floating argument: q, v, τ, f_ext and every float field of the model
-  (mass, com, inertia_com, placements, joint axes, gravity; the cut frames for closures);
+  (mass, com, inertia_com, placements, joint axes, gravity, armature; the cut frames for closures);
 * against plain autodiff of the same recursions (`aba_autodiff`,
   `forward_dynamics_constrained_autodiff`): every cotangent, model parameters included.
 
 Systems: the Panda, a random free-floating tree, a random 30-link tree (revolute, prismatic and
 spherical joints), the four-bar loop and the planar grasp of tests/constraints/test_closure.py,
-and Talos (free-flyer). Each test compiles gradients of both paths (10–90 s on a loaded 2-core
-machine), so the fast set is the 4-link free-floating tree and the four-bar's recursive method;
-the other systems, forward mode / Hessians and a rollout gradient are marked `slow`.
+and Talos (free-flyer). Each test compiles gradients of both paths (18–37 s at load ~1.4 on a
+2-core machine, 2–4x that under load), so the fast set is the 4-link free-floating tree (about 20 s
+per test) and the float0 check; the other systems, the closed loops, forward mode / Hessians and a
+rollout gradient are marked `slow`.
 
 Where the two derivatives legitimately differ (both are derivatives of extensions of the dynamics
 off its domain, which agree on it):
@@ -47,7 +48,8 @@ from jaxsoa.spatial.rotation import exp_so3
 from tests.constraints.test_closure import EYE, _closed_cut, four_bar, four_bar_state, grasp_model, to_joint
 from tests.helpers.trees import build_jaxsoa, random_tree
 
-MODEL_FIELDS = ("placement_rotation", "placement_translation", "mass", "com", "inertia_com", "joint_axis", "gravity")
+MODEL_FIELDS = ("placement_rotation", "placement_translation", "mass", "com", "inertia_com", "joint_axis", "gravity",
+                "armature")
 # Two float64 evaluation orders of the same derivative: measured agreement 1e-16 … 1e-12 relative to
 # max(1, max |gradient|) (gradients up to ~1e4 on the 30-link tree); 1e-9 leaves room for other BLAS.
 AUTODIFF_TOL = 1e-9
@@ -291,7 +293,8 @@ def constrained_loss(fd, model, rebuild, method):
     return loss
 
 
-LOOP_CASES = [pytest.param("four_bar", "recursive"), pytest.param("four_bar", "dense", marks=pytest.mark.slow),
+LOOP_CASES = [pytest.param("four_bar", "recursive", marks=pytest.mark.slow),
+              pytest.param("four_bar", "dense", marks=pytest.mark.slow),
               pytest.param("grasp", "recursive", marks=pytest.mark.slow),
               pytest.param("grasp", "dense", marks=pytest.mark.slow)]
 
