@@ -9,6 +9,7 @@ acceleration α_world = [0; −g]. Every pass goes through `jaxsoa.multibody.tra
 
 import jax.numpy as jnp
 
+from jaxsoa.algorithms import batch_last
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.algorithms.kinematics import (
     forward_kinematics,
@@ -20,7 +21,7 @@ from jaxsoa.algorithms.kinematics import (
     to_slots,
     world_acceleration,
 )
-from jaxsoa.multibody.arguments import entry_point
+from jaxsoa.multibody.arguments import BatchedPath, entry_point
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import inward, outward, path_matrix
 from jaxsoa.spatial.algebra import (
@@ -43,7 +44,7 @@ def _bias_forces(I, v_links, f_ext):
     return b if f_ext is None else b - f_ext
 
 
-@entry_point(q='q', v='v', a='v', f_ext='f_ext')
+@entry_point(q='q', v='v', a='v', f_ext='f_ext', batched=BatchedPath(batch_last.supports, batch_last.rnea))
 def rnea(model: Model, q, v, a, f_ext=None):
     """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext, (nv,)."""
     frames, S = joint_frames(model, q), motion_subspaces(model)
@@ -124,7 +125,7 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
 _aba_adjoint = adjoint_forward_dynamics(_aba_recursion, rnea)
 
 
-@entry_point(q='q', v='v', tau='v', f_ext='f_ext')
+@entry_point(q='q', v='v', tau='v', f_ext='f_ext', batched=BatchedPath(batch_last.supports, batch_last.aba))
 def aba(model: Model, q, v, tau, f_ext=None):
     """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm
     (innovations form of docs/derivations.md), (nv,). Differentiated by its adjoint

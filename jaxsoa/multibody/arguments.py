@@ -15,12 +15,15 @@ in Python and so for free under `jit` (shapes and dtypes are static):
 
 Leading axes are a batch: `aba(model, q[B, nq], v[B, nv], tau[B, nv])` runs the per-sample
 function under `jax.vmap` (every batched argument must have the same leading shape; arguments
-without leading axes are shared by the batch).
+without leading axes are shared by the batch), or, where the entry point has a `BatchedPath` that
+supports the model, that batched function on the leading axes flattened to one (the batch-last core,
+`jaxsoa.algorithms.batch_last`).
 """
 
 import functools
 import inspect
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -175,9 +178,31 @@ def _checked_arguments(fn_name, bound, specs, model):
     return batches
 
 
-def entry_point(precondition=None, **specs):
+class BatchedPath(NamedTuple):
+    """A whole-batch implementation of an entry point: `fn` has the entry point's signature and takes
+    every state argument with one leading batch axis (B, ...); `supports(model)` says whether it
+    handles the model (else the per-sample function runs under `jax.vmap`)."""
+    supports: Callable
+    fn: Callable
+
+
+def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, lead: tuple):
+    """path.fn on the leading axes `lead` flattened to B: batched states reshaped to (B, ...), shared
+    ones broadcast; the result's leading axis is split back into `lead`."""
+    size = int(np.prod(lead))
+    args = dict(arguments)
+    for name, kind in specs.items():
+        value = args.get(name)
+        if kind in SHAPES and isinstance(value, jax.Array):
+            trailing = SHAPES[kind](model)
+            args[name] = jnp.broadcast_to(value, (*lead, *trailing)).reshape((size, *trailing))
+    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), path.fn(**args))
+
+
+def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
     """Decorator: check `fn(model, ...)`'s arguments named in `specs` ({argument: kind}, kinds in
-    `SHAPES` or `SCALAR_KINDS`) and run it per sample over leading batch axes (module docstring).
+    `SHAPES` or `SCALAR_KINDS`) and run it per sample over leading batch axes (module docstring),
+    or as `batched.fn` when `batched.supports(model)`.
     `precondition(model)`, if given, runs first (a requirement on the model, e.g. its joint types,
     reported before any shape is compared)."""
     def wrap(fn):
@@ -194,18 +219,21 @@ def entry_point(precondition=None, **specs):
             if precondition is not None:
                 precondition(model)
             batches = _checked_arguments(fn.__name__, bound, specs, model)
-            batched = [name for name, b in batches.items() if b]
-            if not batched:
+            batched_names = [name for name, b in batches.items() if b]
+            if not batched_names:
                 return fn(*bound.args, **bound.kwargs)
             arguments = dict(bound.arguments)
+            lead = batches[batched_names[0]]
+            if batched is not None and np.prod(lead) > 0 and batched.supports(model):
+                return _run_batched(batched, model, arguments, specs, lead)
 
             def per_sample(*xs):
-                return fn(**{**arguments, **dict(zip(batched, xs, strict=True))})
+                return fn(**{**arguments, **dict(zip(batched_names, xs, strict=True))})
 
             mapped = per_sample
-            for _ in batches[batched[0]]:
+            for _ in lead:
                 mapped = jax.vmap(mapped)
-            return mapped(*(arguments[name] for name in batched))
+            return mapped(*(arguments[name] for name in batched_names))
 
         checked.argument_kinds = dict(specs)          # read by the documentation and the tests
         return checked

@@ -1,0 +1,198 @@
+"""The batch-last core against the per-sample core and Pinocchio's C++, in one process.
+
+    .venv/bin/python -m experiments.benchmarks.bench_batch_last [--quick]
+
+Cases, per algorithm (RNEA, ABA) and batch: Pinocchio's `rneaInParallel` / `abaInParallel` with 2 threads
+(the anchor), jaxsoa's per-sample recursions under `jax.vmap` (`jit(vmap(lambda q, v, u: aba(m, q, v, u)))`,
+the core before the batch-last path) and the leading-batch call (`jit(lambda q, v, u: aba(m, q, v, u))` on
+(B, nq) arrays: the batch-last path). Rounds are interleaved (order reversed every other round) and the
+table gives the median of the per-round ratios to the anchor. `--devices 2` reruns the jaxsoa cases in a
+subprocess with two XLA host devices, the batch split by `shard_map`. `--chain-links` times the
+leading-batch RNEA and ABA on revolute chains of those lengths (per-sample time against n).
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from experiments._common import OneLineParser, positive_int, progress
+from experiments.benchmarks import bench_common as bc
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def _positive_ints(text):
+    return [positive_int(x) for x in text.split(",") if x]
+
+
+def _dtypes(text):
+    names = [x for x in text.split(",") if x]
+    for name in names:
+        if name not in ("float32", "float64"):
+            raise argparse.ArgumentTypeError(f"{name!r} is not float32 or float64")
+    return names
+
+
+def parse_args(argv=None):
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batches", type=_positive_ints, default=[1024, 8192],
+                   help="comma-separated batch sizes (default 1024,8192)")
+    p.add_argument("--dtypes", type=_dtypes, default=["float32", "float64"],
+                   help="comma-separated dtypes (default float32,float64)")
+    p.add_argument("--rounds", type=positive_int, default=7, help="interleaved timed rounds (default 7)")
+    p.add_argument("--target-s", type=float, default=0.05, help="approximate duration of one case in a round")
+    p.add_argument("--devices", type=positive_int, default=1, help="XLA host devices for the jaxsoa cases")
+    p.add_argument("--chain-links", type=_positive_ints, default=[],
+                   help="comma-separated chain lengths for the scaling cases")
+    p.add_argument("--quick", action="store_true", help="smoke test: batch 256, float32, 2 rounds")
+    p.add_argument("--out", type=Path, default=None, help="JSON output (default results/bench_batch_last.json)")
+    opts = p.parse_args(argv)
+    if opts.quick:
+        opts.batches, opts.dtypes, opts.rounds, opts.target_s = [256], ["float32"], 2, 0.01
+    return opts
+
+
+def _time(fn, number):
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number
+
+
+def interleaved(cases: dict, rounds: int, target_s: float) -> dict:
+    """{name: [seconds per call, one per round]}: every case once per round, order reversed every other round."""
+    numbers = {}
+    for name, fn in cases.items():
+        fn()
+        first = _time(fn, 1)
+        numbers[name] = max(1, int(target_s / max(first, 1e-7)))
+    times = {name: [] for name in cases}
+    for r in range(rounds):
+        for name in (list(cases) if r % 2 == 0 else list(cases)[::-1]):
+            times[name].append(_time(cases[name], numbers[name]))
+    return times
+
+
+def _pinocchio_cases(batch):
+    import pinocchio as pin
+
+    pm = bc.pin_model("panda")
+    pool = pin.ModelPool(pm, 2)
+    q, v, u = bc.make_inputs(pm.nq, pm.nv, batch)
+    out = np.zeros((pm.nv, batch), order="F")
+    args = [np.asfortranarray(x.T) for x in (q, v, u)]
+    def call(algo):
+        fn = getattr(pin, f"{algo}InParallel")
+        return lambda: fn(2, pool, *args, out)
+
+    return {f"pinocchio {algo} 2t": call(algo) for algo in ("rnea", "aba")}
+
+
+def _jax_cases(batch, dtype_name, devices):
+    import jax
+    import jax.numpy as jnp
+
+    import jaxsoa
+
+    dtype = jnp.dtype(dtype_name)
+    model = jaxsoa.load_urdf(str(bc.panda_urdf()), dtype=dtype)
+    q, v, u = (jnp.asarray(x, dtype) for x in bc.make_inputs(model.nq, model.nv, batch))
+    cases, errors = {}, {}
+    ref = bc.pin_reference(bc.pin_model("panda"), *(np.asarray(x[0], np.float64) for x in (q, v, u)))
+    for algo in ("rnea", "aba"):
+        fn = getattr(jaxsoa, algo)
+
+        def leading(m, q, v, u, fn=fn):
+            return fn(m, q, v, u)
+        per_sample = jax.vmap(leading, in_axes=(None, 0, 0, 0))     # per sample: the entry point sees (nq,)
+        if devices > 1:
+            mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), ("batch",))
+            spec = jax.sharding.PartitionSpec("batch")
+            leading = jax.shard_map(leading, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), spec, spec, spec),
+                                    out_specs=spec)
+            per_sample = jax.shard_map(per_sample, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), spec, spec,
+                                                                        spec), out_specs=spec)
+        for name, f in ((f"jaxsoa {algo} vmap", per_sample), (f"jaxsoa {algo} batch-last", leading)):
+            compiled = jax.jit(f).lower(model, q, v, u).compile()
+            out = compiled(model, q, v, u)
+            errors[name] = float(np.abs(np.asarray(out[0], np.float64) - ref[algo]).max() / np.abs(ref[algo]).max())
+            cases[name] = (lambda c=compiled: jax.block_until_ready(c(model, q, v, u)))
+    return cases, errors
+
+
+def _chain_cases(links, dtype_name, batch):
+    import jax
+    import jax.numpy as jnp
+
+    import jaxsoa
+
+    dtype = jnp.dtype(dtype_name)
+    n = links
+    model = jaxsoa.build_model(np.arange(-1, n - 1), [jaxsoa.JointType.REVOLUTE] * n,
+                               np.tile([0.0, 0.0, 1.0], (n, 1)), np.broadcast_to(np.eye(3), (n, 3, 3)),
+                               np.tile([0.1, 0.0, 0.0], (n, 1)), np.ones(n), np.tile([0.05, 0.0, 0.0], (n, 1)),
+                               np.broadcast_to(0.01 * np.eye(3), (n, 3, 3)), dtype=dtype)
+    q, v, u = (jnp.asarray(x, dtype) for x in bc.make_inputs(n, n, batch))
+    cases = {}
+    for algo in ("rnea", "aba"):
+        fn = getattr(jaxsoa, algo)
+        compiled = jax.jit(lambda m, q, v, u, fn=fn: fn(m, q, v, u)).lower(model, q, v, u).compile()
+        cases[f"chain{n} {algo}"] = (lambda c=compiled: jax.block_until_ready(c(model, q, v, u)))
+    return cases
+
+
+def run(opts):
+    """Records {case, batch, dtype, devices, median per-sample µs, ratio to the anchor, error}."""
+    import jax
+
+    if "float64" in opts.dtypes:
+        jax.config.update("jax_enable_x64", True)
+    records = []
+    work = [(b, d) for d in opts.dtypes for b in opts.batches]
+    for batch, dtype_name in progress(work, desc="batch-last bench"):
+        jax_cases, errors = _jax_cases(batch, dtype_name, opts.devices)
+        cases = {**_pinocchio_cases(batch), **jax_cases}
+        times = interleaved(cases, opts.rounds, opts.target_s)
+        for name, ts in times.items():
+            algo = name.split()[1]
+            anchor = times[f"pinocchio {algo} 2t"]
+            records.append({"case": name, "batch": batch, "dtype": dtype_name if "jaxsoa" in name else "float64",
+                            "devices": opts.devices if "jaxsoa" in name else "2 threads",
+                            "per_sample_us": statistics.median(ts) / batch * 1e6,
+                            "ratio_to_pinocchio_2t": statistics.median(t / a for t, a in zip(ts, anchor, strict=True)),
+                            "rel_error_vs_pinocchio": errors.get(name)})
+    for links in progress(opts.chain_links, desc="chains"):
+        times = interleaved(_chain_cases(links, opts.dtypes[0], opts.batches[0]), opts.rounds, opts.target_s)
+        records += [{"case": name, "batch": opts.batches[0], "dtype": opts.dtypes[0], "devices": opts.devices,
+                     "links": links, "per_sample_us": statistics.median(ts) / opts.batches[0] * 1e6}
+                    for name, ts in times.items()]
+    return records
+
+
+def main(argv=None):
+    start = time.perf_counter()
+    opts = parse_args(argv)
+    if opts.devices > 1 and f"device_count={opts.devices}" not in os.environ.get("XLA_FLAGS", ""):
+        env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
+                                           f" --xla_force_host_platform_device_count={opts.devices}").strip()}
+        return subprocess.call([sys.executable, "-m", "experiments.benchmarks.bench_batch_last",
+                                *(argv if argv is not None else sys.argv[1:])], env=env)
+    records = run(opts)
+    rows = [(r["case"], r.get("links"), r["batch"], r["dtype"], r["devices"], r["per_sample_us"],
+             r.get("ratio_to_pinocchio_2t"), r.get("rel_error_vs_pinocchio")) for r in records]
+    print(bc.md_table(["case", "links", "batch", "dtype", "devices", "µs/sample", "× Pinocchio 2t",
+                       "rel. error vs Pinocchio"], rows))
+    out = opts.out or RESULTS / ("bench_batch_last.json" if opts.devices == 1 else
+                                 f"bench_batch_last_{opts.devices}dev.json")
+    bc.finish("bench_batch_last", start, out, {"records": records, "machine": bc.machine_info()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

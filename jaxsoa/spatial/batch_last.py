@@ -1,0 +1,154 @@
+"""Spatial algebra on the batch-last layout: every quantity is a Python list of arrays whose
+trailing axis is the batch (shape (B,), or (1,) for data shared by the batch), so each operation
+below is an elementwise op over the batch, which XLA's CPU backend vectorises (the minor axis of
+a (B, 6, 6) layout is a 6-wide spatial axis it cannot; docs/performance.md, "Batch-last core").
+
+Storage: 3-vectors are 3-lists, rotations 9-lists (row-major), spatial vectors 6-lists
+[angular; linear], and a spatial inertia about a frame origin [[A, Bm], [Bmᵀ, C]] a 21-list
+(A and C symmetric in the 6 entries xx yy zz xy xz yz, Bm row-major). Conventions are those of
+`jaxsoa.spatial.algebra`: (R, p) = X_a_b is the pose of frame b in frame a.
+"""
+
+import jax.numpy as jnp
+
+SYM_IJ = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
+"""(i, j) of each of the 6 entries of a symmetric 3x3 block."""
+_SYM = ((0, 3, 4), (3, 1, 5), (4, 5, 2))
+
+
+def add(a, b):
+    return [x + y for x, y in zip(a, b, strict=True)]
+
+
+def sub(a, b):
+    return [x - y for x, y in zip(a, b, strict=True)]
+
+
+def scale(s, a):
+    return [s * x for x in a]
+
+
+def dot(a, b):
+    """Σ_i a_i b_i."""
+    out = a[0] * b[0]
+    for x, y in zip(a[1:], b[1:], strict=True):
+        out = out + x * y
+    return out
+
+
+def cross(a, b):
+    """a × b of 3-lists."""
+    return [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+
+
+def mat_vec(R, x):
+    """R x for a 9-list R."""
+    return [R[3 * i] * x[0] + R[3 * i + 1] * x[1] + R[3 * i + 2] * x[2] for i in range(3)]
+
+
+def mat_tvec(R, x):
+    """Rᵀ x for a 9-list R."""
+    return [R[i] * x[0] + R[3 + i] * x[1] + R[6 + i] * x[2] for i in range(3)]
+
+
+def mat_mul(a, b):
+    """a b of 9-lists."""
+    return [a[3 * i] * b[j] + a[3 * i + 1] * b[3 + j] + a[3 * i + 2] * b[6 + j] for i in range(3) for j in range(3)]
+
+
+def rodrigues(axis, s, c):
+    """exp(â θ) as a 9-list for a unit axis (3-list), from s = sin θ and c = cos θ:
+    R = c 1 + s â + (1 − c) a aᵀ."""
+    x, y, z = axis
+    t = 1 - c
+    return [c + t * x * x, t * x * y - s * z, t * x * z + s * y,
+            t * x * y + s * z, c + t * y * y, t * y * z - s * x,
+            t * x * z - s * y, t * y * z + s * x, c + t * z * z]
+
+
+def inv_act_motion(R, p, m):
+    """X_a_b⁻¹ m: ω_b = Rᵀ ω_a, v_b = Rᵀ (v_a − p × ω_a)."""
+    return mat_tvec(R, m[:3]) + mat_tvec(R, sub(m[3:], cross(p, m[:3])))
+
+
+def act_force(R, p, f):
+    """X*_a_b f: f_a = R f_b, n_a = R n_b + p × f_a."""
+    f_a = mat_vec(R, f[3:])
+    return add(mat_vec(R, f[:3]), cross(p, f_a)) + f_a
+
+
+def cross_motion(a, b):
+    """a ×m b = [ω_a × ω_b; v_a × ω_b + ω_a × v_b]."""
+    return cross(a[:3], b[:3]) + add(cross(a[3:], b[:3]), cross(a[:3], b[3:]))
+
+
+def cross_force(a, f):
+    """a ×* f = [ω × n + v × f; ω × f]."""
+    return add(cross(a[:3], f[:3]), cross(a[3:], f[3:])) + cross(a[:3], f[3:])
+
+
+def _full(sym6):
+    return [[sym6[_SYM[i][j]] for j in range(3)] for i in range(3)]
+
+
+def _rows(m9):
+    return [m9[3 * i: 3 * i + 3] for i in range(3)]
+
+
+def inertia_vec(I, x):
+    """[[A, Bm], [Bmᵀ, C]] x for a 21-list I and a 6-list x."""
+    A, Bm, C = _full(I[0:6]), _rows(I[6:15]), _full(I[15:21])
+    w, v = x[:3], x[3:]
+    top = [dot(A[i], w) + dot(Bm[i], v) for i in range(3)]
+    bottom = [Bm[0][i] * w[0] + Bm[1][i] * w[1] + Bm[2][i] * w[2] + dot(C[i], v) for i in range(3)]
+    return top + bottom
+
+
+def spatial_inertia(mass, com, inertia_com):
+    """21-list of [[J + m ĉĉᵀ, m ĉ], [m ĉᵀ, m 1]] from m, c (3-list), J (9-list), as
+    `jaxsoa.spatial.algebra.spatial_inertia`."""
+    c2 = dot(com, com)
+    A = [inertia_com[3 * i + j] + mass * ((c2 if i == j else 0.0) - com[i] * com[j]) for i, j in SYM_IJ]
+    x, y, z = scale(mass, com)
+    zero = jnp.zeros_like(x)
+    Bm = [zero, -z, y, z, zero, -x, -y, x, zero]                     # m ĉ
+    return A + Bm + [mass, mass, mass, zero, zero, zero]
+
+
+def inertia_sub_outer(I, U, W):
+    """I − U Wᵀ for a 21-list I and 6-lists U, W whose outer product U Wᵀ is symmetric (U ∥ W)."""
+    A = [I[k] - U[i] * W[j] for k, (i, j) in enumerate(SYM_IJ)]
+    Bm = [I[6 + 3 * i + j] - U[i] * W[3 + j] for i in range(3) for j in range(3)]
+    C = [I[15 + k] - U[3 + i] * W[3 + j] for k, (i, j) in enumerate(SYM_IJ)]
+    return A + Bm + C
+
+
+def rotate_inertia_left(R, I):
+    """The 27-list [R A; R Bm; R C] (full 3x3 products, row-major): the first half of R I Rᵀ."""
+    out = []
+    for X in (_full(I[0:6]), _rows(I[6:15]), _full(I[15:21])):
+        out += [R[3 * i] * X[0][j] + R[3 * i + 1] * X[1][j] + R[3 * i + 2] * X[2][j]
+                for i in range(3) for j in range(3)]
+    return out
+
+
+def rotate_inertia_right(T, R):
+    """The 21-list of (R A) Rᵀ, (R Bm) Rᵀ, (R C) Rᵀ from `rotate_inertia_left`'s 27-list T."""
+    TA, TB, TC = ([T[9 * k + 3 * i: 9 * k + 3 * i + 3] for i in range(3)] for k in range(3))
+    Rr = _rows(R)
+    A = [dot(TA[i], Rr[j]) for i, j in SYM_IJ]
+    Bm = [dot(TB[i], Rr[j]) for i in range(3) for j in range(3)]
+    C = [dot(TC[i], Rr[j]) for i, j in SYM_IJ]
+    return A + Bm + C
+
+
+def translate_inertia(p, I):
+    """T* I T⁻¹ for the translation p (X* = [[1, p̂], [0, 1]] on forces):
+    [[A + M + Mᵀ − N p̂, Bm + N], [., C]] with M = p̂ Bmᵀ, N = p̂ C."""
+    Bm, C = _rows(I[6:15]), _full(I[15:21])
+    N = [list(row) for row in zip(*[cross(p, [C[0][j], C[1][j], C[2][j]]) for j in range(3)], strict=True)]
+    M = [list(row) for row in zip(*[cross(p, Bm[j]) for j in range(3)], strict=True)]
+    N_p = [[-x for x in cross(p, N[i])] for i in range(3)]          # (N p̂)[i, :] = −p × N[i, :]
+    A = [I[k] + M[i][j] + M[j][i] - N_p[i][j] for k, (i, j) in enumerate(SYM_IJ)]
+    TR = [Bm[i][j] + N[i][j] for i in range(3) for j in range(3)]
+    return A + TR + list(I[15:21])
