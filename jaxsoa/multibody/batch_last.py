@@ -71,7 +71,8 @@ def outward(trav: Traversal, step, root_value, batch: int, dtype):
 
 def inward(trav: Traversal, step, width: int, batch: int, dtype):
     """Tips-to-root pass: (up_t, out_t) = step(t, acc[t]) with acc[t] = Σ_{children c} up_c
-    (a width-list of (B,) arrays); returns the outs stacked (n, ...) in depth order."""
+    (a width-list of (B,) arrays). Returns the final accumulator (n + 1, width, B) (row t: the sum
+    over link t's children) and the outs stacked (n, ...) in depth order."""
     n = trav.parent.shape[0]
 
     def body(acc, xs):                                 # acc(parent(t)) += up(t)
@@ -81,8 +82,7 @@ def inward(trav: Traversal, step, width: int, batch: int, dtype):
         return jax.lax.dynamic_update_index_in_dim(acc, old + jnp.stack(up), pos, 0), out
 
     init = jnp.zeros((n + 1, width, batch), dtype)
-    _, outs = jax.lax.scan(body, init, (jnp.arange(n), world_positions(trav)), reverse=True, unroll=trav.unroll)
-    return outs
+    return jax.lax.scan(body, init, (jnp.arange(n), world_positions(trav)), reverse=True, unroll=trav.unroll)
 
 
 def to_depth_order(trav: Traversal, link_slot, x):

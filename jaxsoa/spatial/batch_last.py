@@ -152,3 +152,27 @@ def translate_inertia(p, I):
     A = [I[k] + M[i][j] + M[j][i] - N_p[i][j] for k, (i, j) in enumerate(SYM_IJ)]
     TR = [Bm[i][j] + N[i][j] for i in range(3) for j in range(3)]
     return A + TR + list(I[15:21])
+
+
+def solve_spd(D, b):
+    """D⁻¹ b for a symmetric positive definite D (nested k×k list) and a k-list b, by Cholesky
+    D = L Lᵀ and two triangular solves, written out entry by entry."""
+    k = len(b)
+    L = [[None] * k for _ in range(k)]
+    for j in range(k):
+        diagonal = D[j][j] - sum((L[j][m] * L[j][m] for m in range(j)), 0.0)
+        L[j][j] = jnp.sqrt(diagonal)
+        for i in range(j + 1, k):
+            L[i][j] = (D[i][j] - sum((L[i][m] * L[j][m] for m in range(j)), 0.0)) / L[j][j]
+    y = []
+    for i in range(k):                                              # L y = b
+        y.append((b[i] - sum((L[i][m] * y[m] for m in range(i)), 0.0)) / L[i][i])
+    x = [None] * k
+    for i in reversed(range(k)):                                    # Lᵀ x = y
+        x[i] = (y[i] - sum((L[m][i] * x[m] for m in range(i + 1, k)), 0.0)) / L[i][i]
+    return x
+
+
+def inertia_blocks(I):
+    """The blocks (A, Bm, C) of a 21-list inertia as nested 3x3 lists."""
+    return _full(I[0:6]), _rows(I[6:15]), _full(I[15:21])

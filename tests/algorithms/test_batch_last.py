@@ -1,10 +1,10 @@
 """The batch-last core (`jaxsoa.algorithms.batch_last`), reached by leading-batch calls
 `rnea(model, q[B, nq], …)` / `aba(model, q[B, nq], …)` on models whose joints are fixed,
-revolute or prismatic:
+revolute, prismatic or free (at a root):
 
-* against Pinocchio (float64) on the Panda and on random trees with fixed / revolute / prismatic
-  joints stored in random order, with armature and external wrenches: 1e-9 relative (float64 sums
-  of O(n) terms, as tests/validation);
+* against Pinocchio (float64) on the Panda, Solo-12 (free-flyer) and random fixed-base and
+  free-floating trees with fixed / revolute / prismatic joints stored in random order, with
+  armature and external wrenches: 1e-9 relative (float64 sums of O(n) terms, as tests/validation);
 * against the per-sample recursions under `jax.vmap` (a second code path), values and gradients
   (q, v, τ, f_ext and model parameters) of the adjoint: 1e-10 relative;
 * the float32 error against Pinocchio, measured and bounded (printed; docs/performance.md);
@@ -41,13 +41,15 @@ TOL = 1e-9
 ONE_DOF = (JointType.REVOLUTE, JointType.PRISMATIC, JointType.FIXED)
 
 
-def _tree_case(seed, n_links=9, armature=True):
+def _tree_case(seed, n_links=9, armature=True, floating=False):
     rng = np.random.default_rng(seed)
-    tree = random_tree(rng, n_links, joint_types=ONE_DOF)
-    tree["joint_types"][0] = JointType.REVOLUTE                      # at least one moving joint at the root
+    tree = random_tree(rng, n_links, joint_types=ONE_DOF, floating=floating)
+    if not floating:
+        tree["joint_types"][0] = JointType.REVOLUTE                  # at least one moving joint at the root
     model, pin_model = build_jaxsoa(tree, permutation=random_permutation(rng, n_links)), build_pinocchio(tree)
     if armature:
         arm = rng.uniform(0.05, 0.3, model.nv)
+        arm[model.v_columns(JointType.FREE).ravel()] = 0.0            # no rotor on a free joint
         model = dataclasses.replace(model, armature=jnp.asarray(arm))
         pin_model.armature = arm[np.argsort(_v_index(model, pin_model))]
     return rng, model, pin_model
@@ -67,14 +69,26 @@ def _pin_batch(pin_model, state, fext=None):
     return np.stack(rnea), np.stack(aba)
 
 
-def test_supports_only_one_dof_joints(panda):
-    assert batch_last.supports(panda)
+def test_supports_one_dof_and_free_root_joints(panda, robot_models):
+    assert batch_last.supports(panda) and batch_last.supports(robot_models["solo12"][0])
     rng = np.random.default_rng(0)
-    assert not batch_last.supports(build_jaxsoa(random_tree(rng, 4, floating=True)))
+    spherical = (JointType.FREE, JointType.REVOLUTE, JointType.SPHERICAL, JointType.PRISMATIC)
+    assert not batch_last.supports(build_jaxsoa(random_tree(rng, 4, link_types=spherical)))
+    _, model, _ = _tree_case(9, n_links=4, floating=True)
+    root = int(model.links_of_type(JointType.FREE)[0])
+    child = int(np.flatnonzero(np.asarray(model.parent) == root)[0])
+    inner = model.with_parent(np.where(np.arange(4) == root, child, np.where(np.arange(4) == child, -1,
+                                                                              np.asarray(model.parent))))
+    assert not batch_last.supports(inner)                            # a free joint below the root: per sample
+    q = jnp.broadcast_to(jaxsoa.neutral(model), (2, model.nq))
+    v = jnp.zeros((2, model.nv))
+    traced = jax.jit(lambda parent: batch_last.aba(model.with_parent(parent), q, v, v))(inner.parent)
+    assert np.isnan(np.asarray(traced)).all()                        # the same, traced: a NaN-marked result
 
 
-def test_panda_against_pinocchio(robot_models):
-    model, pin_model = robot_models["panda"]
+@pytest.mark.parametrize("robot", ["panda", "solo12"])
+def test_robots_against_pinocchio(robot_models, robot):
+    model, pin_model = robot_models[robot]
     state = random_state(np.random.default_rng(1), pin_model, 16)
     rnea_ref, aba_ref = _pin_batch(pin_model, state)
     s = to_jaxsoa(model, pin_model, state)
@@ -82,9 +96,9 @@ def test_panda_against_pinocchio(robot_models):
     assert relative_error(jaxsoa.aba(model, s["q"], s["v"], s["tau"]), aba_ref[:, _v_index(model, pin_model)]) < TOL
 
 
-@pytest.mark.parametrize("seed", [2, 3])
-def test_random_trees_with_armature_and_wrenches_against_pinocchio(seed):
-    rng, model, pin_model = _tree_case(seed)
+@pytest.mark.parametrize("seed, floating", [(2, False), (3, True)])
+def test_random_trees_with_armature_and_wrenches_against_pinocchio(seed, floating):
+    rng, model, pin_model = _tree_case(seed, floating=floating)
     state = random_state(rng, pin_model, 8)
     f_ext = rng.normal(size=(8, model.n_links, 6))
     fext = [fext_to_pinocchio(model, pin_model, f) for f in f_ext]
@@ -116,9 +130,11 @@ def _per_sample(fn, model, *xs):
     return jax.vmap(lambda *x: fn(model, *x))(*xs)
 
 
-def test_equals_the_per_sample_recursions():
-    rng, model, _ = _tree_case(5, n_links=12)
-    q, v, a = (jnp.asarray(rng.normal(size=(6, model.nv))) for _ in range(3))
+@pytest.mark.parametrize("floating", [False, True])
+def test_equals_the_per_sample_recursions(floating):
+    rng, model, _ = _tree_case(5, n_links=12, floating=floating)
+    q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(5), 6))
+    v, a = (jnp.asarray(rng.normal(size=(6, model.nv))) for _ in range(2))
     f_ext = jnp.asarray(rng.normal(size=(6, model.n_links, 6)))
     assert relative_error(batch_last.rnea(model, q, v, a, f_ext),
                           _per_sample(dynamics.rnea.__wrapped__, model, q, v, a, f_ext)) < 1e-10
@@ -126,11 +142,13 @@ def test_equals_the_per_sample_recursions():
                           _per_sample(dynamics._aba_recursion, model, q, v, a, f_ext)) < 1e-10
 
 
+@pytest.mark.slow            # two gradient compiles of a free-floating tree (~1-2 min on a loaded 2-core machine)
 def test_gradients_equal_plain_autodiff_per_sample():
     """The batched adjoint against plain autodiff of the per-sample recursion (`aba_autodiff`), in
     every state argument and the model's mass, com, placements and gravity (summed over the batch)."""
-    rng, model, _ = _tree_case(6, n_links=6)
-    q, v, tau = (jnp.asarray(rng.normal(size=(4, model.nv))) for _ in range(3))
+    rng, model, _ = _tree_case(6, n_links=6, floating=True)
+    q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(6), 4))
+    v, tau = (jnp.asarray(rng.normal(size=(4, model.nv))) for _ in range(2))
     f_ext = jnp.asarray(rng.normal(size=(4, model.n_links, 6)))
     weights = jnp.asarray(rng.normal(size=(4, model.nv)))
     fields = ("mass", "com", "placement_translation", "placement_rotation", "gravity", "armature")
@@ -157,7 +175,8 @@ def test_dispatch_shapes_and_fallback(panda):
     assert out.shape == (2, 3, panda.nv)
     ref = _per_sample(dynamics._aba_recursion, panda, q.reshape(6, -1), v.reshape(6, -1), jnp.tile(tau, (6, 1)))
     assert relative_error(out.reshape(6, -1), ref) < 1e-10
-    floating = build_jaxsoa(random_tree(rng, 5, floating=True))     # a free and spherical joints: per-sample path
+    spherical = (JointType.FREE, JointType.SPHERICAL, JointType.REVOLUTE, JointType.SPHERICAL, JointType.PRISMATIC)
+    floating = build_jaxsoa(random_tree(rng, 5, link_types=spherical))     # spherical joints: per-sample path
     q = jax.vmap(lambda k: jaxsoa.random_configuration(floating, k))(jax.random.split(jax.random.key(0), 3))
     state = [q, *(jnp.asarray(rng.normal(size=(3, floating.nv))) for _ in range(2))]
     assert relative_error(jaxsoa.aba(floating, *state), _per_sample(dynamics._aba_recursion, floating, *state)) < 1e-12

@@ -1,0 +1,147 @@
+"""Model data, joint frames and joint motions on the batch-last layout (`jaxsoa.multibody.batch_last`),
+for `jaxsoa.algorithms.batch_last`'s RNEA and ABA.
+
+Joints handled: fixed, revolute and prismatic inside the link scans (one scalar coordinate per link)
+and free joints, whose 6-DoF motion enters the scans as precomputed per-link spatial vectors
+(inside the scans a free link is a fixed joint; its frame, velocity and acceleration are set here).
+Per-sample states are (B, nq) / (B, nv) in Pinocchio's layout; per-link arrays are (n, k, B) in
+the traversal's depth order, model data (n, k, 1) shared by the batch.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsoa.multibody import batch_last as bl
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.multibody.model import Model, link_inertia, link_placement
+from jaxsoa.spatial import batch_last as sp
+from jaxsoa.spatial.rotation import quat_normalize, quat_to_rotation
+
+HANDLED = (JointType.FIXED, JointType.REVOLUTE, JointType.PRISMATIC, JointType.FREE)
+
+
+def supports(model: Model) -> bool:
+    """Whether the batch-last path handles `model`: every joint fixed, revolute, prismatic or free,
+    and, where the topology is concrete, every free joint a root (a traced topology with a free joint
+    elsewhere gives a NaN forward dynamics)."""
+    if not all(JointType(t) in HANDLED for t in model.joint_types):
+        return False
+    if isinstance(model.parent, jax.core.Tracer):
+        return True
+    return bool(np.all(np.asarray(model.parent)[free_links(model)] < 0))
+
+
+class LinkData(NamedTuple):
+    """Per-link model data in depth order, batch axis of size 1: R_parent_joint (n, 9, 1),
+    p_parent_joint (n, 3, 1), axis (n, 3, 1), S (n, 6, 1) motion subspace of a 1-DoF joint (zero
+    otherwise), inertia (n, 21, 1), d_offset (n, 1) added to D (armature; 1 for a joint without a
+    scalar coordinate), revolute / prismatic / free (n, 1) 0/1 flags."""
+    R_parent_joint: jax.Array
+    p_parent_joint: jax.Array
+    axis: jax.Array
+    S: jax.Array
+    inertia: jax.Array
+    d_offset: jax.Array
+    revolute: jax.Array
+    prismatic: jax.Array
+    free: jax.Array
+
+
+def _scalar_joint(model: Model) -> np.ndarray:
+    return np.asarray([JointType(t) in (JointType.REVOLUTE, JointType.PRISMATIC) for t in model.joint_types])
+
+
+def link_slots(model: Model, of: str) -> np.ndarray:
+    """(n,) index of each 1-DoF link's coordinate in q (`of="q"`) or v (`"v"`); nq / nv for the others."""
+    start, size = (model.idx_q, model.nq) if of == "q" else (model.idx_v, model.nv)
+    return np.where(_scalar_joint(model), start, size).astype(np.int32)
+
+
+def free_links(model: Model) -> np.ndarray:
+    """Static indices of the links with a free joint."""
+    return model.links_of_type(JointType.FREE)
+
+
+def link_data(model: Model) -> LinkData:
+    """The model's per-link data in the batch-last layout (`LinkData`)."""
+    trav, dtype = model.traversal, model.dtype
+    R, p = link_placement(model)
+    mass, com, inertia_com = link_inertia(model)
+    inertia = jnp.stack(sp.spatial_inertia(mass, list(com.T), list(inertia_com.reshape(-1, 9).T)), 1)
+    flag = {t: jnp.asarray([u == t for u in model.joint_types], dtype) for t in HANDLED}
+    armature = jnp.concatenate([model.armature, jnp.zeros(1, dtype)])[link_slots(model, "v")]
+    S = jnp.concatenate([model.joint_axis * flag[JointType.REVOLUTE][:, None],
+                         model.joint_axis * flag[JointType.PRISMATIC][:, None]], 1)
+    offset = armature + flag[JointType.FIXED] + flag[JointType.FREE]
+    return LinkData(*(bl.per_link(trav, x) for x in (R.reshape(-1, 9), p, model.joint_axis, S, inertia)),
+                    *(x[trav.order][:, None] for x in (offset, flag[JointType.REVOLUTE], flag[JointType.PRISMATIC],
+                                                       flag[JointType.FREE])))
+
+
+def scalar_coordinates(model: Model, q, *vs):
+    """Depth-ordered (n, B) coordinates of the 1-DoF joints (0 elsewhere): q (B, nq), then each (B, nv)."""
+    trav = model.traversal
+    return [bl.to_depth_order(trav, link_slots(model, "q"), q)] + \
+        [bl.to_depth_order(trav, link_slots(model, "v"), x) for x in vs]
+
+
+def free_positions(model: Model):
+    """Traced sequence positions of the free links (static list, one per free link)."""
+    return [model.traversal.inverse_order[k] for k in free_links(model)]
+
+
+def joint_frames(model: Model, d: LinkData, q, q_links):
+    """X_parent_child of every link in depth order, R (n, 9, B) and p (n, 3, B): R_parent_joint R_J,
+    p_parent_joint + R_parent_joint p_J with R_J = exp(â θ), p_J = a d for 1-DoF joints and the
+    free joints' (R(quaternion), position) from q (B, nq)."""
+    axis = bl.rows(jnp.moveaxis(d.axis, 1, 0))
+    s, c = bl.stage(model.traversal.order[0] >= 0, lambda x: [jnp.sin(x), jnp.cos(x)], q_links * d.revolute)
+    R_joint_child = jnp.stack(sp.rodrigues(axis, s, c), 1)             # exp(â θ)
+    p_joint_child = jnp.stack(sp.scale(q_links * d.prismatic, axis), 1)
+    for k, pos in zip(free_links(model), free_positions(model), strict=True):
+        columns = model.q_columns(JointType.FREE)[list(free_links(model)).index(k)]
+        R_free = quat_to_rotation(quat_normalize(q[:, columns[3:]])).reshape(-1, 9).T     # (9, B)
+        R_joint_child = R_joint_child.at[pos].set(jnp.broadcast_to(R_free, R_joint_child.shape[1:]))
+        p_joint_child = p_joint_child.at[pos].set(jnp.broadcast_to(q[:, columns[:3]].T, p_joint_child.shape[1:]))
+    R_parent_joint = bl.rows(jnp.moveaxis(d.R_parent_joint, 1, 0))
+    R = sp.mat_mul(R_parent_joint, bl.rows(jnp.moveaxis(R_joint_child, 1, 0)))
+    p = sp.add(bl.rows(jnp.moveaxis(d.p_parent_joint, 1, 0)),
+               sp.mat_vec(R_parent_joint, bl.rows(jnp.moveaxis(p_joint_child, 1, 0))))
+    return jnp.stack(R, 1), jnp.stack(p, 1)
+
+
+def free_spatial(model: Model, x, k_index: int):
+    """The free joint k_index's (B, 6) entries [linear; angular] of x (B, nv) as a spatial 6-list
+    [angular; linear] (S x for S = [[0, 1], [1, 0]])."""
+    columns = model.v_columns(JointType.FREE)[k_index]
+    return [x[:, c] for c in columns[3:]] + [x[:, c] for c in columns[:3]]
+
+
+def joint_motion(model: Model, d: LinkData, x, x_links):
+    """(n, 6, B) spatial joint motion S ẋ of every link in depth order: S x_link for 1-DoF joints, the
+    free joints' 6 entries of x (B, nv), zero for fixed joints."""
+    motion = d.S * x_links[:, None, :]
+    for i, pos in enumerate(free_positions(model)):
+        motion = motion.at[pos].set(jnp.stack(free_spatial(model, x, i)))
+    return motion
+
+
+def external_wrenches(model: Model, f_ext, dtype):
+    """(B, n, 6) link wrenches -> (n, 6, B) in depth order (zeros (n, 6, 1) when None)."""
+    if f_ext is None:
+        return jnp.zeros((model.n_links, 6, 1), dtype)
+    return jnp.transpose(f_ext[:, model.traversal.order], (1, 2, 0))
+
+
+def joint_vector(model: Model, y_links, free_values):
+    """(B, nv) from the 1-DoF links' values y_links (n, B, depth order) and each free joint's
+    spatial 6-list [angular; linear] (stored [linear; angular])."""
+    scalar = np.flatnonzero(_scalar_joint(model))
+    out = jnp.zeros((y_links.shape[1], model.nv), y_links.dtype)
+    out = out.at[:, np.asarray(model.idx_v)[scalar]].set(bl.from_depth_order(model.traversal, scalar, y_links))
+    for columns, value in zip(model.v_columns(JointType.FREE), free_values, strict=True):
+        out = out.at[:, columns].set(jnp.stack(value[3:] + value[:3], 1))
+    return out
