@@ -41,3 +41,11 @@ def robot_models():
 @pytest.fixture(scope="session")
 def panda(robot_models):
     return robot_models["panda"][0]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """After each test module, drop JAX's compiled programs and traces: a suite process otherwise
+    keeps every executable it compiled (several GB over the whole suite per xdist worker)."""
+    yield
+    jax.clear_caches()

@@ -39,12 +39,22 @@ def _dtypes(text):
     return names
 
 
+def _robots(text):
+    names = [x for x in text.split(",") if x]
+    for name in names:
+        if name not in bc.ROBOTS:
+            raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(sorted(bc.ROBOTS))}")
+    return names
+
+
 def parse_args(argv=None):
     p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batches", type=_positive_ints, default=[1024, 8192],
                    help="comma-separated batch sizes (default 1024,8192)")
     p.add_argument("--dtypes", type=_dtypes, default=["float32", "float64"],
                    help="comma-separated dtypes (default float32,float64)")
+    p.add_argument("--robots", type=_robots, default=["panda"],
+                   help=f"comma-separated robots of {', '.join(sorted(bc.ROBOTS))} (default panda)")
     p.add_argument("--rounds", type=positive_int, default=7, help="interleaved timed rounds (default 7)")
     p.add_argument("--target-s", type=float, default=0.05, help="approximate duration of one case in a round")
     p.add_argument("--devices", type=positive_int, default=1, help="XLA host devices for the jaxsoa cases")
@@ -79,12 +89,12 @@ def interleaved(cases: dict, rounds: int, target_s: float) -> dict:
     return times
 
 
-def _pinocchio_cases(batch):
+def _pinocchio_cases(robot, batch):
     import pinocchio as pin
 
-    pm = bc.pin_model("panda")
+    pm = bc.pin_model(robot)
     pool = pin.ModelPool(pm, 2)
-    q, v, u = bc.make_inputs(pm.nq, pm.nv, batch)
+    q, v, u = bc.make_inputs(pm.nq, pm.nv, batch, floating=bc.ROBOTS[robot][1])
     out = np.zeros((pm.nv, batch), order="F")
     args = [np.asfortranarray(x.T) for x in (q, v, u)]
     def call(algo):
@@ -94,17 +104,18 @@ def _pinocchio_cases(batch):
     return {f"pinocchio {algo} 2t": call(algo) for algo in ("rnea", "aba")}
 
 
-def _jax_cases(batch, dtype_name, devices):
+def _jax_cases(robot, batch, dtype_name, devices):
     import jax
     import jax.numpy as jnp
 
     import jaxsoa
 
-    dtype = jnp.dtype(dtype_name)
-    model = jaxsoa.load_urdf(str(bc.panda_urdf()), dtype=dtype)
-    q, v, u = (jnp.asarray(x, dtype) for x in bc.make_inputs(model.nq, model.nv, batch))
+    dtype, floating = jnp.dtype(dtype_name), bc.ROBOTS[robot][1]
+    model = jaxsoa.load_urdf(str(jaxsoa.io.example_robot_urdf(robot)), floating_base=floating, dtype=dtype)
+    inputs = bc.make_inputs(model.nq, model.nv, batch, floating=floating)     # Pinocchio's layout = jaxsoa's
+    q, v, u = (jnp.asarray(x, dtype) for x in inputs)
     cases, errors = {}, {}
-    ref = bc.pin_reference(bc.pin_model("panda"), *(np.asarray(x[0], np.float64) for x in (q, v, u)))
+    ref = bc.pin_reference(bc.pin_model(robot), *(x[0] for x in inputs))
     for algo in ("rnea", "aba"):
         fn = getattr(jaxsoa, algo)
 
@@ -115,9 +126,9 @@ def _jax_cases(batch, dtype_name, devices):
             mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), ("batch",))
             spec = jax.sharding.PartitionSpec("batch")
             leading = jax.shard_map(leading, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), spec, spec, spec),
-                                    out_specs=spec)
+                                    out_specs=spec, check_vma=False)
             per_sample = jax.shard_map(per_sample, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), spec, spec,
-                                                                        spec), out_specs=spec)
+                                                                        spec), out_specs=spec, check_vma=False)
         for name, f in ((f"jaxsoa {algo} vmap", per_sample), (f"jaxsoa {algo} batch-last", leading)):
             compiled = jax.jit(f).lower(model, q, v, u).compile()
             out = compiled(model, q, v, u)
@@ -154,15 +165,16 @@ def run(opts):
     if "float64" in opts.dtypes:
         jax.config.update("jax_enable_x64", True)
     records = []
-    work = [(b, d) for d in opts.dtypes for b in opts.batches]
-    for batch, dtype_name in progress(work, desc="batch-last bench"):
-        jax_cases, errors = _jax_cases(batch, dtype_name, opts.devices)
-        cases = {**_pinocchio_cases(batch), **jax_cases}
+    work = [(r, b, d) for r in opts.robots for d in opts.dtypes for b in opts.batches]
+    for robot, batch, dtype_name in progress(work, desc="batch-last bench"):
+        jax_cases, errors = _jax_cases(robot, batch, dtype_name, opts.devices)
+        cases = {**_pinocchio_cases(robot, batch), **jax_cases}
         times = interleaved(cases, opts.rounds, opts.target_s)
         for name, ts in times.items():
             algo = name.split()[1]
             anchor = times[f"pinocchio {algo} 2t"]
-            records.append({"case": name, "batch": batch, "dtype": dtype_name if "jaxsoa" in name else "float64",
+            records.append({"robot": robot, "case": name, "batch": batch,
+                            "dtype": dtype_name if "jaxsoa" in name else "float64",
                             "devices": opts.devices if "jaxsoa" in name else "2 threads",
                             "per_sample_us": statistics.median(ts) / batch * 1e6,
                             "ratio_to_pinocchio_2t": statistics.median(t / a for t, a in zip(ts, anchor, strict=True)),
@@ -184,9 +196,9 @@ def main(argv=None):
         return subprocess.call([sys.executable, "-m", "experiments.benchmarks.bench_batch_last",
                                 *(argv if argv is not None else sys.argv[1:])], env=env)
     records = run(opts)
-    rows = [(r["case"], r.get("links"), r["batch"], r["dtype"], r["devices"], r["per_sample_us"],
-             r.get("ratio_to_pinocchio_2t"), r.get("rel_error_vs_pinocchio")) for r in records]
-    print(bc.md_table(["case", "links", "batch", "dtype", "devices", "µs/sample", "× Pinocchio 2t",
+    rows = [(r.get("robot", "chain"), r["case"], r.get("links"), r["batch"], r["dtype"], r["devices"],
+             r["per_sample_us"], r.get("ratio_to_pinocchio_2t"), r.get("rel_error_vs_pinocchio")) for r in records]
+    print(bc.md_table(["robot", "case", "links", "batch", "dtype", "devices", "µs/sample", "× Pinocchio 2t",
                        "rel. error vs Pinocchio"], rows))
     out = opts.out or RESULTS / ("bench_batch_last.json" if opts.devices == 1 else
                                  f"bench_batch_last_{opts.devices}dev.json")

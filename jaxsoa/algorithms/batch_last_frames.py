@@ -99,17 +99,16 @@ def joint_frames(model: Model, d: LinkData, q, q_links):
     free joints' (R(quaternion), position) from q (B, nq)."""
     axis = bl.rows(jnp.moveaxis(d.axis, 1, 0))
     s, c = bl.stage(model.traversal.order[0] >= 0, lambda x: [jnp.sin(x), jnp.cos(x)], q_links * d.revolute)
-    R_joint_child = jnp.stack(sp.rodrigues(axis, s, c), 1)             # exp(â θ)
-    p_joint_child = jnp.stack(sp.scale(q_links * d.prismatic, axis), 1)
-    for k, pos in zip(free_links(model), free_positions(model), strict=True):
-        columns = model.q_columns(JointType.FREE)[list(free_links(model)).index(k)]
-        R_free = quat_to_rotation(quat_normalize(q[:, columns[3:]])).reshape(-1, 9).T     # (9, B)
-        R_joint_child = R_joint_child.at[pos].set(jnp.broadcast_to(R_free, R_joint_child.shape[1:]))
-        p_joint_child = p_joint_child.at[pos].set(jnp.broadcast_to(q[:, columns[:3]].T, p_joint_child.shape[1:]))
+    R_joint_child = sp.rodrigues(axis, s, c)                            # exp(â θ), 9 (n, B) entries
+    p_joint_child = sp.scale(q_links * d.prismatic, axis)
+    for i, pos in enumerate(free_positions(model)):
+        columns = model.q_columns(JointType.FREE)[i]
+        R_free = quat_to_rotation(quat_normalize(q[:, columns[3:]])).reshape(-1, 9)      # (B, 9)
+        R_joint_child = [x.at[pos].set(R_free[:, j]) for j, x in enumerate(R_joint_child)]
+        p_joint_child = [x.at[pos].set(q[:, columns[j]]) for j, x in enumerate(p_joint_child)]
     R_parent_joint = bl.rows(jnp.moveaxis(d.R_parent_joint, 1, 0))
-    R = sp.mat_mul(R_parent_joint, bl.rows(jnp.moveaxis(R_joint_child, 1, 0)))
-    p = sp.add(bl.rows(jnp.moveaxis(d.p_parent_joint, 1, 0)),
-               sp.mat_vec(R_parent_joint, bl.rows(jnp.moveaxis(p_joint_child, 1, 0))))
+    R = sp.mat_mul(R_parent_joint, R_joint_child)
+    p = sp.add(bl.rows(jnp.moveaxis(d.p_parent_joint, 1, 0)), sp.mat_vec(R_parent_joint, p_joint_child))
     return jnp.stack(R, 1), jnp.stack(p, 1)
 
 
@@ -138,10 +137,11 @@ def external_wrenches(model: Model, f_ext, dtype):
 
 def joint_vector(model: Model, y_links, free_values):
     """(B, nv) from the 1-DoF links' values y_links (n, B, depth order) and each free joint's
-    spatial 6-list [angular; linear] (stored [linear; angular])."""
+    spatial 6-list [angular; linear] (stored [linear; angular]): one static row gather, no scatter."""
     scalar = np.flatnonzero(_scalar_joint(model))
-    out = jnp.zeros((y_links.shape[1], model.nv), y_links.dtype)
-    out = out.at[:, np.asarray(model.idx_v)[scalar]].set(bl.from_depth_order(model.traversal, scalar, y_links))
+    sources = [bl.from_depth_order(model.traversal, scalar, y_links).T]          # (n_scalar, B)
+    source_of = {int(c): i for i, c in enumerate(np.asarray(model.idx_v)[scalar])}
     for columns, value in zip(model.v_columns(JointType.FREE), free_values, strict=True):
-        out = out.at[:, columns].set(jnp.stack(value[3:] + value[:3], 1))
-    return out
+        sources.append(jnp.stack(value[3:] + value[:3]))                           # (6, B)
+        source_of.update({int(c): len(source_of) + j for j, c in enumerate(columns)})
+    return jnp.concatenate(sources, 0)[np.asarray([source_of[c] for c in range(model.nv)])].T
