@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._common import OneLineParser, positive_int, progress
+from experiments._common import OneLineParser, positive_float, positive_int, progress
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
@@ -56,7 +56,7 @@ def parse_args(argv=None):
     p.add_argument("--robots", type=_robots, default=["panda"],
                    help=f"comma-separated robots of {', '.join(sorted(bc.ROBOTS))} (default panda)")
     p.add_argument("--rounds", type=positive_int, default=7, help="interleaved timed rounds (default 7)")
-    p.add_argument("--target-s", type=float, default=0.05, help="approximate duration of one case in a round")
+    p.add_argument("--target-s", type=positive_float, default=0.05, help="approximate duration of one case in a round")
     p.add_argument("--devices", type=positive_int, default=1, help="XLA host devices for the jaxsoa cases")
     p.add_argument("--chain-links", type=_positive_ints, default=[],
                    help="comma-separated chain lengths for the scaling cases")
