@@ -31,13 +31,13 @@ def rnea(model: Model, q, v, a, f_ext=None):
     R, p = fr.joint_frames(model, d, q, q_links)
     v_joint, a_joint = fr.joint_motion(model, d, v, v_links), fr.joint_motion(model, d, a, a_links)
 
-    def motion_step(t, parent):         # v = X⁻¹ v_p + S q̇;  a = X⁻¹ a_p + S q̈ + v ×m S q̇
+    def motion_step(t, live, parent):         # v = X⁻¹ v_p + S q̇;  a = X⁻¹ a_p + S q̈ + v ×m S q̇
         def f(parent, t):
             R_t, p_t, vJ, aJ = (bl.rows(bl.read(x, t)) for x in (R, p, v_joint, a_joint))
             v_t = sp.add(sp.inv_act_motion(R_t, p_t, parent[:6]), vJ)
             a_t = sp.add(sp.add(sp.inv_act_motion(R_t, p_t, parent[6:]), aJ), sp.cross_motion(v_t, vJ))
             return v_t + a_t
-        va = bl.stage(t >= 0, f, parent, t)
+        va = bl.stage(live, f, parent, t)
         return va, jnp.stack(va)
 
     root = [0.0] * 9 + [-model.gravity[i] for i in range(3)]           # a_world = [0; −g]
@@ -49,11 +49,11 @@ def rnea(model: Model, q, v, a, f_ext=None):
     # all links at once: f = I a + v ×* I v − f_ext
     F = jnp.stack(sp.sub(sp.add(sp.inertia_vec(inertia, A), sp.cross_force(V, h)), external), 1)
 
-    def force_step(t, children):        # f_t += Σ_c X* f_c;  τ_t = Sᵀ f_t
+    def force_step(t, live, children):        # f_t += Σ_c X* f_c;  τ_t = Sᵀ f_t
         def g(children, t):
             f_t = sp.add(bl.rows(bl.read(F, t)), children)
             return [*f_t, sp.dot(bl.rows(bl.read(d.S, t)), f_t)]
-        r = bl.stage(t >= 0, g, children, t)
+        r = bl.stage(live, g, children, t)
         return sp.act_force(bl.rows(bl.read(R, t)), bl.rows(bl.read(p, t)), r[:6]), jnp.stack(r)
 
     _, f_tau = bl.inward(trav, force_step, 6, batch, q.dtype)              # (n, 7, B): f, τ
@@ -92,22 +92,22 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
     v_joint = fr.joint_motion(model, d, v, v_links)
     external = fr.external_wrenches(model, f_ext, q.dtype)
 
-    def velocity_step(t, parent):       # v = X⁻¹ v_p + S q̇;  c = v ×m S q̇;  b = v ×* I v − f_ext
+    def velocity_step(t, live, parent):       # v = X⁻¹ v_p + S q̇;  c = v ×m S q̇;  b = v ×* I v − f_ext
         def f(parent, t):
             R_t, p_t, vJ = (bl.rows(bl.read(x, t)) for x in (R, p, v_joint))
             return sp.add(sp.inv_act_motion(R_t, p_t, parent), vJ)
-        v_t = bl.stage(t >= 0, f, parent, t)
+        v_t = bl.stage(live, f, parent, t)
 
         def g(v_t, t):
             I_t = bl.rows(bl.read(d.inertia, t))
             return sp.cross_motion(v_t, bl.rows(bl.read(v_joint, t))) + sp.inertia_vec(I_t, v_t)
-        r = bl.stage(t >= 0, g, v_t, t)
+        r = bl.stage(live, g, v_t, t)
         b_t = sp.sub(sp.cross_force(v_t, r[6:]), bl.rows(bl.read(external, t)))
         return v_t, jnp.stack(r[:6] + b_t)
 
     cb = bl.outward(trav, velocity_step, [0.0] * 6, batch, q.dtype)             # (n, 12, B): c, b
 
-    def articulated_step(t, children):  # 𝒫 = I + Σ X* 𝒫⁺ X⁻¹;  U = 𝒫 S;  D = Sᵀ U;  𝒫⁺ = 𝒫 − U Uᵀ/D
+    def articulated_step(t, live, children):  # 𝒫 = I + Σ X* 𝒫⁺ X⁻¹;  U = 𝒫 S;  D = Sᵀ U;  𝒫⁺ = 𝒫 − U Uᵀ/D
         def s_u(children, t):
             S_t = bl.rows(bl.read(d.S, t))
             P = sp.add(bl.rows(bl.read(d.inertia, t)), children[:21])
@@ -115,7 +115,7 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
             U = sp.inertia_vec(P, S_t)
             D_inv = 1.0 / (sp.dot(S_t, U) + bl.read(d.d_offset, t))
             return U + sp.scale(D_inv, U) + [(bl.read(tau_links, t) - sp.dot(S_t, z)) * D_inv]
-        r = bl.stage(t >= 0, s_u, children, t)
+        r = bl.stage(live, s_u, children, t)
         U, G, nu = r[:6], r[6:12], r[12]                                # G = U / D;  ν = (τ − Sᵀ z) / D
 
         def plus(children, t):          # 𝒫⁺ = 𝒫 − U Gᵀ;  z⁺ = z + 𝒫⁺ c + U ν
@@ -123,13 +123,13 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
             z = sp.add(bl.rows(bl.read(cb, t))[6:], children[21:])
             P_plus = sp.inertia_sub_outer(P, U, G)
             return P_plus + sp.add(sp.add(z, sp.inertia_vec(P_plus, bl.rows(bl.read(cb, t))[:6])), sp.scale(nu, U))
-        r = bl.stage(t >= 0, plus, children, t)
+        r = bl.stage(live, plus, children, t)
 
         def rotate_left(r, t):
             R_t = bl.rows(bl.read(R, t))
             return sp.rotate_inertia_left(R_t, r[:21]) + sp.mat_vec(R_t, r[24:]) + sp.mat_vec(R_t, r[21:24])
-        r = bl.stage(t >= 0, rotate_left, r, t)
-        P_rot = bl.stage(t >= 0, lambda T, t: sp.rotate_inertia_right(T, bl.rows(bl.read(R, t))), r[:27], t)
+        r = bl.stage(live, rotate_left, r, t)
+        P_rot = bl.stage(live, lambda T, t: sp.rotate_inertia_right(T, bl.rows(bl.read(R, t))), r[:27], t)
         p_t = bl.rows(bl.read(p, t))
         f_lin, n_rot = r[27:30], r[30:33]                               # X* z⁺ = [R n + p × R f; R f]
         up = sp.translate_inertia(p_t, P_rot) + sp.add(n_rot, sp.cross(p_t, f_lin)) + f_lin
@@ -142,11 +142,11 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
         a_root, joint = _free_root_acceleration(model, d, R, p, cb, acc, tau, pos, i)
         a_free, free_qdd = a_free.at[pos].set(jnp.stack(a_root)), [*free_qdd, joint]
 
-    def acceleration_step(t, parent):   # a' = X⁻¹ a_p + c;  q̈ = ν − Gᵀ a';  a = a' + S q̈ (a free root's: solved)
+    def acceleration_step(t, live, parent):   # a' = X⁻¹ a_p + c;  q̈ = ν − Gᵀ a';  a = a' + S q̈ (a free root's: solved)
         def fa(parent, t):
             return sp.add(sp.inv_act_motion(bl.rows(bl.read(R, t)), bl.rows(bl.read(p, t)), parent),
                           bl.rows(bl.read(cb, t))[:6])
-        a_t = bl.stage(t >= 0, fa, parent, t)
+        a_t = bl.stage(live, fa, parent, t)
 
         def f(a_t, t):
             out = bl.rows(bl.read(G_nu, t))
@@ -154,7 +154,7 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
             a_new = sp.add(a_t, sp.scale(qdd, bl.rows(bl.read(d.S, t))))
             free = bl.read(d.free, t)
             return [*sp.add(sp.scale(1 - free, a_new), sp.scale(free, bl.rows(bl.read(a_free, t)))), qdd]
-        r = bl.stage(t >= 0, f, a_t, t)
+        r = bl.stage(live, f, a_t, t)
         return r[:6], r[6]
 
     root = [0.0] * 3 + [-model.gravity[i] for i in range(3)]           # a_world = [0; −g]

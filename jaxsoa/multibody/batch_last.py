@@ -16,8 +16,11 @@ Three XLA:CPU behaviours shape the code (each measured, docs/performance.md):
   place instead of copying it on every step.
 
 Step functions:
-* outward: ``value_t, extra_t = step(t, parent_row)``; the pass writes value_t to row t;
-* inward:  ``up_t, out_t = step(t, own_row)``; the pass adds up_t to the parent's row.
+* outward: ``value_t, extra_t = step(t, live, parent_row)``; the pass writes value_t to row t;
+* inward:  ``up_t, out_t = step(t, live, own_row)``; the pass adds up_t to the parent's row.
+``live`` is the predicate for the step's stages: always true, but computed from the traversal's
+data (the parent's position ≥ 0), so XLA cannot fold the `lax.cond` away (with ``t >= 0`` it can,
+and it did in the inward pass: the barrier vanished).
 Values are lists of (B,) arrays; extras/outs are stacked (n, k, B) in depth order.
 """
 
@@ -61,8 +64,9 @@ def outward(trav: Traversal, step, root_value, batch: int, dtype):
 
     def body(buffer, xs):                              # v(t) = step(t, v(parent(t)))
         t, pos = xs
-        parent_row = stage(t >= 0, lambda b, i: [read(b, i)], buffer, pos)[0]
-        value, extra = step(t, rows(parent_row))
+        live = pos >= 0
+        parent_row = stage(live, lambda b, i: [read(b, i)], buffer, pos)[0]
+        value, extra = step(t, live, rows(parent_row))
         return jax.lax.dynamic_update_index_in_dim(buffer, jnp.stack(value), t, 0), extra
 
     _, extras = jax.lax.scan(body, buffer, (jnp.arange(n), world_positions(trav)), unroll=trav.unroll)
@@ -77,8 +81,9 @@ def inward(trav: Traversal, step, width: int, batch: int, dtype):
 
     def body(acc, xs):                                 # acc(parent(t)) += up(t)
         t, pos = xs
-        own, old = stage(t >= 0, lambda a, i, j: [read(a, i), read(a, j)], acc, t, pos)
-        up, out = step(t, rows(own))
+        live = pos >= 0
+        own, old = stage(live, lambda a, i, j: [read(a, i), read(a, j)], acc, t, pos)
+        up, out = step(t, live, rows(own))
         return jax.lax.dynamic_update_index_in_dim(acc, old + jnp.stack(up), pos, 0), out
 
     init = jnp.zeros((n + 1, width, batch), dtype)
