@@ -7,7 +7,8 @@ Cases, per algorithm (RNEA, ABA) and batch: Pinocchio's `rneaInParallel` / `abaI
 the core before the batch-last path) and the leading-batch call (`jit(lambda q, v, u: aba(m, q, v, u))` on
 (B, nq) arrays: the batch-last path). Rounds are interleaved (order reversed every other round) and the
 table gives the median of the per-round ratios to the anchor. `--devices 2` reruns the jaxsoa cases in a
-subprocess with two XLA host devices, the batch split by `shard_map`. `--chain-links` times the
+subprocess with two XLA host devices, the batch split by `shard_map`. `--gradients` adds value+grad of
+an ABA loss w.r.t. (q, v, τ) (the adjoint) on both paths. `--chain-links` times the
 leading-batch RNEA and ABA on revolute chains of those lengths (per-sample time against n).
 """
 
@@ -60,6 +61,8 @@ def parse_args(argv=None):
     p.add_argument("--devices", type=positive_int, default=1, help="XLA host devices for the jaxsoa cases")
     p.add_argument("--chain-links", type=_positive_ints, default=[],
                    help="comma-separated chain lengths for the scaling cases")
+    p.add_argument("--gradients", action="store_true",
+                   help="also time value+grad of an ABA loss (adjoint) on both paths (single device)")
     p.add_argument("--quick", action="store_true", help="smoke test: batch 256, float32, 2 rounds")
     p.add_argument("--out", type=Path, default=None, help="JSON output (default results/bench_batch_last.json)")
     opts = p.parse_args(argv)
@@ -104,7 +107,29 @@ def _pinocchio_cases(robot, batch):
     return {f"pinocchio {algo} 2t": call(algo) for algo in ("rnea", "aba")}
 
 
-def _jax_cases(robot, batch, dtype_name, devices):
+def _gradient_cases(model, q, v, u):
+    """value+grad of Σ w·sin(q̈) w.r.t. (q, v, τ) through ABA's adjoint, on the two paths."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxsoa
+
+    w = jnp.cos(jnp.arange(model.nv, dtype=q.dtype))
+
+    def loss_leading(m, q, v, u):
+        return jnp.sum(w * jnp.sin(jaxsoa.aba(m, q, v, u)))
+
+    def loss_per_sample(m, q, v, u):
+        return jnp.sum(w * jnp.sin(jax.vmap(lambda q, v, u: jaxsoa.aba(m, q, v, u))(q, v, u)))
+
+    cases = {}
+    for name, loss in (("jaxsoa aba+grad vmap", loss_per_sample), ("jaxsoa aba+grad batch-last", loss_leading)):
+        compiled = jax.jit(jax.value_and_grad(loss, argnums=(1, 2, 3))).lower(model, q, v, u).compile()
+        cases[name] = (lambda c=compiled: jax.block_until_ready(c(model, q, v, u)))
+    return cases
+
+
+def _jax_cases(robot, batch, dtype_name, devices, gradients=False):
     import jax
     import jax.numpy as jnp
 
@@ -134,6 +159,8 @@ def _jax_cases(robot, batch, dtype_name, devices):
             out = compiled(model, q, v, u)
             errors[name] = float(np.abs(np.asarray(out[0], np.float64) - ref[algo]).max() / np.abs(ref[algo]).max())
             cases[name] = (lambda c=compiled: jax.block_until_ready(c(model, q, v, u)))
+    if gradients:
+        cases.update(_gradient_cases(model, q, v, u))
     return cases, errors
 
 
@@ -167,12 +194,11 @@ def run(opts):
     records = []
     work = [(r, b, d) for r in opts.robots for d in opts.dtypes for b in opts.batches]
     for robot, batch, dtype_name in progress(work, desc="batch-last bench"):
-        jax_cases, errors = _jax_cases(robot, batch, dtype_name, opts.devices)
+        jax_cases, errors = _jax_cases(robot, batch, dtype_name, opts.devices, opts.gradients)
         cases = {**_pinocchio_cases(robot, batch), **jax_cases}
         times = interleaved(cases, opts.rounds, opts.target_s)
         for name, ts in times.items():
-            algo = name.split()[1]
-            anchor = times[f"pinocchio {algo} 2t"]
+            anchor = times[f"pinocchio {name.split()[1].split('+')[0]} 2t"]
             records.append({"robot": robot, "case": name, "batch": batch,
                             "dtype": dtype_name if "jaxsoa" in name else "float64",
                             "devices": opts.devices if "jaxsoa" in name else "2 threads",
