@@ -188,7 +188,11 @@ def test_leading_batch_equals_vmap(models):
     batched = jax.jit(jaxsoa.aba)(model, q, v, tau)
     assert batched.shape == (5, model.nv)
     mapped = jax.jit(jax.vmap(jaxsoa.aba, (None, 0, 0, None)))(model, q, v, tau)
-    np.testing.assert_array_equal(batched, mapped)
+    # a free-flyer tree of 1-DoF joints: the leading batch runs the batch-last core, `vmap` the per-sample
+    # recursions; the same equations in another evaluation order agree to float64 round-off
+    np.testing.assert_allclose(batched, mapped, rtol=1e-12, atol=1e-12)
+    crba = jax.jit(jaxsoa.crba)(model, q)                          # no batch-last CRBA: the per-sample path
+    np.testing.assert_array_equal(crba, jax.jit(jax.vmap(jaxsoa.crba, (None, 0)))(model, q))
     grid = jax.eval_shape(jaxsoa.crba, model, q.reshape(5, 1, model.nq))       # two leading axes
     assert grid.shape == (5, 1, model.nv, model.nv)
     result = jax.eval_shape(jaxsoa.rnea_free_floating, model, q, v, jnp.zeros(model.nv - 6))
