@@ -28,6 +28,7 @@ import sys
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 import pytest
 from jax.test_util import check_grads
@@ -45,8 +46,6 @@ from jaxsoa.io import (
 )
 from jaxsoa.multibody.joints import JointType
 from tests.helpers.trees import relative_error
-
-mujoco = pytest.importorskip("mujoco")
 
 N_STATES = 20
 # float64 recursions over ≤ 25 links agree with MuJoCo's to ≤ 1e-11 (measured: M and inverse
@@ -76,7 +75,7 @@ def _in(folder):
 
 def _suite_model(name, tmp):
     if SUITE is None:
-        pytest.skip("dm_control is not installed (pip install dm_control)")
+        pytest.fail("dm_control (a dev dependency) is not installed: pip install -e '.[dev]'")
     with _in(tmp):
         if name not in STRIPPED_MODELS:
             return mujoco.MjModel.from_xml_path(str(SUITE / f"{name}.xml"))
@@ -352,7 +351,7 @@ def test_suite_model_matches_mujoco(name, tmp_path):
                                            ("manipulator", "tendon 'grasp'")])
 def test_suite_model_with_tendons_is_rejected(name, element, tmp_path):
     if SUITE is None:
-        pytest.skip("dm_control is not installed (pip install dm_control)")
+        pytest.fail("dm_control (a dev dependency) is not installed: pip install -e '.[dev]'")
     with pytest.raises(ValueError, match=element):
         with _in(tmp_path):
             jaxsoa.load_mjcf(SUITE / f"{name}.xml")

@@ -116,10 +116,12 @@ def test_progress_is_rate_limited_off_a_terminal(toy, capsys, tmp_path):
 
 
 def test_an_unreachable_scheduler_is_an_error_and_the_run_resumable(toy, capsys, tmp_path):
-    dask = pytest.importorskip("dask")
+    import dask
+
     # distributed first: its import adds its defaults to dask's config, and a `dask.config.set` of a
     # "distributed.*" key made before that import would remove the whole "distributed" section on exit
-    pytest.importorskip("distributed")
+    import distributed  # noqa: F401
+
     from tests.workflows.test_sharding import free_port
 
     argv = [*toy, "--count", "8", "--chunk", "4", "--out", str(tmp_path)]

@@ -169,7 +169,8 @@ def test_dask_cluster_with_a_killed_worker_equals_one_process(tmp_path):
     reruns the lost chunk (the chunk log has more than 6 runs), and the run
     equals the local single-process run bit for bit (one device per worker and here: the same
     per-device batch)."""
-    distributed = pytest.importorskip("distributed")
+    import distributed
+
     log = tmp_path / "chunk_runs.log"                     # one line per chunk started, by any process
     fn = sweep_toy.simulator(3, delay=0.5, log=str(log))   # each chunk lasts 0.5 s: the kill lands mid-chunk
     batch = sweep_toy.sample(np.random.default_rng(7), 24)
