@@ -33,7 +33,7 @@ def rnea(model: Model, q, v, a, f_ext=None):
 
     def motion_step(t, live, parent):         # v = X⁻¹ v_p + S q̇;  a = X⁻¹ a_p + S q̈ + v ×m S q̇
         def f(parent, t):
-            R_t, p_t, vJ, aJ = (bl.rows(bl.read(x, t)) for x in (R, p, v_joint, a_joint))
+            R_t, p_t, vJ, aJ = (bl.read_rows(x, t) for x in (R, p, v_joint, a_joint))
             v_t = sp.add(sp.inv_act_motion(R_t, p_t, parent[:6]), vJ)
             a_t = sp.add(sp.add(sp.inv_act_motion(R_t, p_t, parent[6:]), aJ), sp.cross_motion(v_t, vJ))
             return v_t + a_t
@@ -42,35 +42,34 @@ def rnea(model: Model, q, v, a, f_ext=None):
 
     root = [0.0] * 9 + [-model.gravity[i] for i in range(3)]           # a_world = [0; −g]
     va = bl.outward(trav, motion_step, root, batch, q.dtype)                     # (n, 12, B)
-    V, A = bl.rows(jnp.moveaxis(va[:, :6], 1, 0)), bl.rows(jnp.moveaxis(va[:, 6:], 1, 0))
-    inertia = bl.rows(jnp.moveaxis(d.inertia, 1, 0))
+    V, A = bl.components(va[:, :6]), bl.components(va[:, 6:])
+    inertia = bl.components(d.inertia)
     h = bl.stage(trav.order[0] >= 0, sp.inertia_vec, inertia, V)
-    external = bl.rows(jnp.moveaxis(fr.external_wrenches(model, f_ext, q.dtype), 1, 0))
+    external = bl.components(fr.external_wrenches(model, f_ext, q.dtype))
     # all links at once: f = I a + v ×* I v − f_ext
     F = jnp.stack(sp.sub(sp.add(sp.inertia_vec(inertia, A), sp.cross_force(V, h)), external), 1)
 
     def force_step(t, live, children):        # f_t += Σ_c X* f_c;  τ_t = Sᵀ f_t
         def g(children, t):
-            f_t = sp.add(bl.rows(bl.read(F, t)), children)
-            return [*f_t, sp.dot(bl.rows(bl.read(d.S, t)), f_t)]
+            f_t = sp.add(bl.read_rows(F, t), children)
+            return [*f_t, sp.dot(bl.read_rows(d.S, t), f_t)]
         r = bl.stage(live, g, children, t)
-        return sp.act_force(bl.rows(bl.read(R, t)), bl.rows(bl.read(p, t)), r[:6]), jnp.stack(r)
+        return sp.act_force(bl.read_rows(R, t), bl.read_rows(p, t), r[:6]), jnp.stack(r)
 
     _, f_tau = bl.inward(trav, force_step, 6, batch, q.dtype)              # (n, 7, B): f, τ
-    free = [bl.rows(bl.read(f_tau, pos))[:6] for pos in fr.free_positions(model)]   # τ_free = Sᵀ f
+    free = [bl.read_rows(f_tau, pos)[:6] for pos in fr.free_positions(model)]   # τ_free = Sᵀ f
     return fr.joint_vector(model, f_tau[:, 6], free) + model.armature[None] * a    # τ += armature ⊙ q̈
 
 
-def _free_root_acceleration(model, d, R, p, cb, acc, tau, pos, k_index):
+def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_world, pos, k_index):
     """(a, S q̈) of the free root at sequence position `pos` (6-lists): with its articulated inertia
     𝒫 and bias z (the inward pass's accumulator + its own), a' = X⁻¹ a_world + c and the joint-space
     D = Sᵀ 𝒫 S + armature, q̈ = D⁻¹ (τ − Sᵀ (z + 𝒫 a')) and a = a' + S q̈."""
-    own = bl.rows(bl.read(acc, pos))
-    P = sp.add(bl.rows(bl.read(d.inertia, pos)), own[:21])
-    c_b = bl.rows(bl.read(cb, pos))
+    own = bl.read_rows(acc, pos)
+    P = sp.add(bl.read_rows(d.inertia, pos), own[:21])
+    c_b = bl.read_rows(cb, pos)
     z = sp.add(c_b[6:], own[21:])
-    a_world = [0.0] * 3 + [-model.gravity[i] for i in range(3)]
-    a_prime = sp.add(sp.inv_act_motion(bl.rows(bl.read(R, pos)), bl.rows(bl.read(p, pos)), a_world), c_b[:6])
+    a_prime = sp.add(sp.inv_act_motion(bl.read_rows(R, pos), bl.read_rows(p, pos), a_world), c_b[:6])
     A, Bm, C = sp.inertia_blocks(P)
     P_full = [A[i] + Bm[i] for i in range(3)] + [[Bm[j][i] for j in range(3)] + C[i] for i in range(3)]
     swap = [3, 4, 5, 0, 1, 2]                                           # S = [[0, 1], [1, 0]]: Sᵀ x = x[swap]
@@ -94,24 +93,24 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
 
     def velocity_step(t, live, parent):       # v = X⁻¹ v_p + S q̇;  c = v ×m S q̇;  b = v ×* I v − f_ext
         def f(parent, t):
-            R_t, p_t, vJ = (bl.rows(bl.read(x, t)) for x in (R, p, v_joint))
+            R_t, p_t, vJ = (bl.read_rows(x, t) for x in (R, p, v_joint))
             return sp.add(sp.inv_act_motion(R_t, p_t, parent), vJ)
         v_t = bl.stage(live, f, parent, t)
 
         def g(v_t, t):
-            I_t = bl.rows(bl.read(d.inertia, t))
-            return sp.cross_motion(v_t, bl.rows(bl.read(v_joint, t))) + sp.inertia_vec(I_t, v_t)
+            I_t = bl.read_rows(d.inertia, t)
+            return sp.cross_motion(v_t, bl.read_rows(v_joint, t)) + sp.inertia_vec(I_t, v_t)
         r = bl.stage(live, g, v_t, t)
-        b_t = sp.sub(sp.cross_force(v_t, r[6:]), bl.rows(bl.read(external, t)))
+        b_t = sp.sub(sp.cross_force(v_t, r[6:]), bl.read_rows(external, t))
         return v_t, jnp.stack(r[:6] + b_t)
 
     cb = bl.outward(trav, velocity_step, [0.0] * 6, batch, q.dtype)             # (n, 12, B): c, b
 
     def articulated_step(t, live, children):  # 𝒫 = I + Σ X* 𝒫⁺ X⁻¹;  U = 𝒫 S;  D = Sᵀ U;  𝒫⁺ = 𝒫 − U Uᵀ/D
         def s_u(children, t):
-            S_t = bl.rows(bl.read(d.S, t))
-            P = sp.add(bl.rows(bl.read(d.inertia, t)), children[:21])
-            z = sp.add(bl.rows(bl.read(cb, t))[6:], children[21:])
+            S_t = bl.read_rows(d.S, t)
+            P = sp.add(bl.read_rows(d.inertia, t), children[:21])
+            z = sp.add(bl.read_rows(cb, t)[6:], children[21:])
             U = sp.inertia_vec(P, S_t)
             D_inv = 1.0 / (sp.dot(S_t, U) + bl.read(d.d_offset, t))
             return U + sp.scale(D_inv, U) + [(bl.read(tau_links, t) - sp.dot(S_t, z)) * D_inv]
@@ -119,45 +118,44 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
         U, G, nu = r[:6], r[6:12], r[12]                                # G = U / D;  ν = (τ − Sᵀ z) / D
 
         def plus(children, t):          # 𝒫⁺ = 𝒫 − U Gᵀ;  z⁺ = z + 𝒫⁺ c + U ν
-            P = sp.add(bl.rows(bl.read(d.inertia, t)), children[:21])
-            z = sp.add(bl.rows(bl.read(cb, t))[6:], children[21:])
+            P = sp.add(bl.read_rows(d.inertia, t), children[:21])
+            z = sp.add(bl.read_rows(cb, t)[6:], children[21:])
             P_plus = sp.inertia_sub_outer(P, U, G)
-            return P_plus + sp.add(sp.add(z, sp.inertia_vec(P_plus, bl.rows(bl.read(cb, t))[:6])), sp.scale(nu, U))
+            return P_plus + sp.add(sp.add(z, sp.inertia_vec(P_plus, bl.read_rows(cb, t)[:6])), sp.scale(nu, U))
         r = bl.stage(live, plus, children, t)
 
         def rotate_left(r, t):
-            R_t = bl.rows(bl.read(R, t))
+            R_t = bl.read_rows(R, t)
             return sp.rotate_inertia_left(R_t, r[:21]) + sp.mat_vec(R_t, r[24:]) + sp.mat_vec(R_t, r[21:24])
         r = bl.stage(live, rotate_left, r, t)
-        P_rot = bl.stage(live, lambda T, t: sp.rotate_inertia_right(T, bl.rows(bl.read(R, t))), r[:27], t)
-        p_t = bl.rows(bl.read(p, t))
+        P_rot = bl.stage(live, lambda T, t: sp.rotate_inertia_right(T, bl.read_rows(R, t)), r[:27], t)
+        p_t = bl.read_rows(p, t)
         f_lin, n_rot = r[27:30], r[30:33]                               # X* z⁺ = [R n + p × R f; R f]
         up = sp.translate_inertia(p_t, P_rot) + sp.add(n_rot, sp.cross(p_t, f_lin)) + f_lin
         return up, jnp.stack([*G, nu])
 
     acc, G_nu = bl.inward(trav, articulated_step, 27, batch, q.dtype)    # (n, 7, B): G, ν
-    positions = fr.free_positions(model)
+    root = [0.0] * 3 + [-model.gravity[i] for i in range(3)]           # a_world = [0; −g]
     a_free, free_qdd = jnp.zeros((model.n_links, 6, batch), q.dtype), []
-    for i, pos in enumerate(positions):
-        a_root, joint = _free_root_acceleration(model, d, R, p, cb, acc, tau, pos, i)
+    for i, pos in enumerate(fr.free_positions(model)):
+        a_root, joint = _free_root_acceleration(model, d, R, p, cb, acc, tau, root, pos, i)
         a_free, free_qdd = a_free.at[pos].set(jnp.stack(a_root)), [*free_qdd, joint]
 
     def acceleration_step(t, live, parent):   # a' = X⁻¹ a_p + c;  q̈ = ν − Gᵀ a';  a = a' + S q̈ (a free root's: solved)
         def fa(parent, t):
-            return sp.add(sp.inv_act_motion(bl.rows(bl.read(R, t)), bl.rows(bl.read(p, t)), parent),
-                          bl.rows(bl.read(cb, t))[:6])
+            return sp.add(sp.inv_act_motion(bl.read_rows(R, t), bl.read_rows(p, t), parent),
+                          bl.read_rows(cb, t)[:6])
         a_t = bl.stage(live, fa, parent, t)
 
         def f(a_t, t):
-            out = bl.rows(bl.read(G_nu, t))
+            out = bl.read_rows(G_nu, t)
             qdd = out[6] - sp.dot(out[:6], a_t)
-            a_new = sp.add(a_t, sp.scale(qdd, bl.rows(bl.read(d.S, t))))
+            a_new = sp.add(a_t, sp.scale(qdd, bl.read_rows(d.S, t)))
             free = bl.read(d.free, t)
-            return [*sp.add(sp.scale(1 - free, a_new), sp.scale(free, bl.rows(bl.read(a_free, t)))), qdd]
+            return [*sp.add(sp.scale(1 - free, a_new), sp.scale(free, bl.read_rows(a_free, t))), qdd]
         r = bl.stage(live, f, a_t, t)
         return r[:6], r[6]
 
-    root = [0.0] * 3 + [-model.gravity[i] for i in range(3)]           # a_world = [0; −g]
     qdd = bl.outward(trav, acceleration_step, root, batch, q.dtype)              # (n, B)
     roots = jnp.all(jnp.asarray([model.parent[k] < 0 for k in fr.free_links(model)] + [True]))
     return nan_unless(roots, fr.joint_vector(model, qdd, free_qdd))

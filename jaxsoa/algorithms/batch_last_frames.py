@@ -97,7 +97,7 @@ def joint_frames(model: Model, d: LinkData, q, q_links):
     """X_parent_child of every link in depth order, R (n, 9, B) and p (n, 3, B): R_parent_joint R_J,
     p_parent_joint + R_parent_joint p_J with R_J = exp(â θ), p_J = a d for 1-DoF joints and the
     free joints' (R(quaternion), position) from q (B, nq)."""
-    axis = bl.rows(jnp.moveaxis(d.axis, 1, 0))
+    axis = bl.components(d.axis)
     s, c = bl.stage(model.traversal.order[0] >= 0, lambda x: [jnp.sin(x), jnp.cos(x)], q_links * d.revolute)
     R_joint_child = sp.rodrigues(axis, s, c)                            # exp(â θ), 9 (n, B) entries
     p_joint_child = sp.scale(q_links * d.prismatic, axis)
@@ -106,9 +106,9 @@ def joint_frames(model: Model, d: LinkData, q, q_links):
         R_free = quat_to_rotation(quat_normalize(q[:, columns[3:]])).reshape(-1, 9)      # (B, 9)
         R_joint_child = [x.at[pos].set(R_free[:, j]) for j, x in enumerate(R_joint_child)]
         p_joint_child = [x.at[pos].set(q[:, columns[j]]) for j, x in enumerate(p_joint_child)]
-    R_parent_joint = bl.rows(jnp.moveaxis(d.R_parent_joint, 1, 0))
+    R_parent_joint = bl.components(d.R_parent_joint)
     R = sp.mat_mul(R_parent_joint, R_joint_child)
-    p = sp.add(bl.rows(jnp.moveaxis(d.p_parent_joint, 1, 0)), sp.mat_vec(R_parent_joint, p_joint_child))
+    p = sp.add(bl.components(d.p_parent_joint), sp.mat_vec(R_parent_joint, p_joint_child))
     return jnp.stack(R, 1), jnp.stack(p, 1)
 
 

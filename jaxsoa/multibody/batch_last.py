@@ -49,6 +49,16 @@ def read(buffer, t):
     return jax.lax.dynamic_index_in_dim(buffer, t, 0, keepdims=False)
 
 
+def read_rows(buffer, t):
+    """The rows of buffer[t] as a list: link t's k entries of an (n, k, B) array."""
+    return rows(read(buffer, t))
+
+
+def components(x):
+    """The k arrays x[:, i] of an (n, k, ...) per-link array, each (n, ...): all links at once."""
+    return rows(jnp.moveaxis(x, 1, 0))
+
+
 def world_positions(trav: Traversal):
     """(n,) sequence position of each link's parent, n (the world row) at a root."""
     n = trav.parent.shape[0]
