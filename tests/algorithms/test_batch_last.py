@@ -196,3 +196,16 @@ def test_one_compilation_for_every_tree_of_the_same_joint_types():
         ref = _per_sample(dynamics._aba_recursion, model, q, v, tau)
         assert relative_error(compiled(model, q, v, tau), ref) < 1e-10
     assert count[0] == 1
+
+
+def test_direct_calls_check_their_batch(panda):
+    """`batch_last.rnea` / `aba` called directly need one leading batch axis and the model's shapes."""
+    q = jnp.zeros((3, panda.nq))
+    with pytest.raises(ValueError, match="argument 'q' has shape"):
+        batch_last.aba(panda, q[:, :-1], q, q)
+    with pytest.raises(ValueError, match="one leading batch axis"):
+        batch_last.rnea(panda, q[0], q[0], q[0])
+    with pytest.raises(ValueError, match="different batch sizes"):
+        batch_last.rnea(panda, q, q[:2], q)
+    with pytest.raises(ValueError, match="argument 'f_ext'"):
+        batch_last.aba(panda, q, q, q, jnp.zeros((3, panda.n_links, 3)))
