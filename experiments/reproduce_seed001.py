@@ -30,7 +30,7 @@ reduced model (the two bodies as point masses of the same mass, jaxsoa.systems.t
 draws in one compiled vmapped call per time chunk; histograms of peak tension and final libration.
 """
 
-import functools
+import dataclasses
 import pathlib
 import time
 
@@ -44,7 +44,7 @@ from jaxsoa.systems import orbit as orb
 from jaxsoa.systems.tether import coupling
 from jaxsoa.systems.tether import reel_control as rc
 from jaxsoa.systems.tether.fem import (
-    TetherParams,
+    FORMULATIONS,
     elastic_energy,
     element_strain,
     element_tension,
@@ -52,7 +52,6 @@ from jaxsoa.systems.tether.fem import (
     mass_bands,
     straight_state,
     tether_kinetic_energy,
-    tether_params,
 )
 from jaxsoa.systems.tether.reels import energy_rates, tether_inputs
 from sims import tethered_robot as tr
@@ -70,7 +69,7 @@ def build_law(system, deploy, hold, l_max, l_end, **overrides):
     masses."""
     m_P, m_M = float(jnp.sum(system.platform.mass)), float(jnp.sum(system.robot.mass))
     return rc.reel_law(l_start=L0, l_deployed=l_max, l_end=l_end, t_deploy=deploy, t_hold=hold,
-                       reduced_mass=m_P * m_M / (m_P + m_M), **overrides)
+                       reduced_mass=m_P * m_M / (m_P + m_M), platform_mass=m_P, **overrides)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,10 +94,11 @@ def gravity_gradient_energy(system, t, state):
     return total - 0.5 * jnp.sum(tether.r * mass_apply(*mass_bands(system.tether, tether.s[1] - tether.s[0]), a_ext))
 
 
-def power(system, state, q_ref):
-    """(5,) power terms: reel, −Carnot, −viscous, strain flux (jaxsoa.systems.tether.reels.energy_rates) and joint
-    PD τ·q̇."""
-    rates = energy_rates(system.tether, coupling.with_exit_nodes(system, state), tether_inputs())
+def power(system, state, q_ref, acc):
+    """(5,) power terms: reel, −Carnot, −viscous, strain flux (jaxsoa.systems.tether.reels.energy_rates, the
+    reels holding `acc.exit_tension` of the coupled accelerations) and joint PD τ·q̇."""
+    rates = energy_rates(system.tether, coupling.with_exit_nodes(system, state), tether_inputs(),
+                         exit_tension=acc.exit_tension)
     joint_power = 0.0
     for q, v, ref in ((state.q_platform, state.v_platform, q_ref[0]), (state.q_robot, state.v_robot, q_ref[1])):
         tau = -system.gains[0] * (q[7:] - ref) - system.gains[1] * v[6:]
@@ -125,19 +125,18 @@ def diagnostics(system, t, state):
 
 @jax.jit
 def coupled_chunk(system, state, q_ref, t0, dt, law, work):
-    """CHUNK RK4 steps from t0; returns the final state, the accumulated work (trapezoid) and the samples."""
+    """CHUNK RK4 steps from t0; returns the final state, the accumulated work (∫ P dt by the same RK4 stages)
+    and the samples."""
     def reel(t, st):     # the stage's end nodes (RK4-advanced exit points) stand for the exits' sensors
         return rc.reel_acceleration(system.tether, ORBIT, t, st.tether, law)
 
     def body(carry, k):
-        x, w, p_prev = carry
-        t = t0 + k * dt
-        x = coupling.rk4_step_coupled(system, t, x, tether_inputs(), q_ref, reel, dt)
-        p = power(system, x, q_ref)
-        return (x, w + dt * (p_prev + p) / 2, p), None                          # W += ∫ P dt (trapezoid)
+        x, w = carry
+        x, dw = coupling.rk4_step_coupled(system, t0 + k * dt, x, tether_inputs(), q_ref, reel, dt,
+                                          power=lambda t, st, acc: power(system, st, q_ref, acc))
+        return (x, w + dw), None                                                # W += ∫ P dt
 
-    p0 = power(system, state, q_ref)
-    (state, work, _), _ = jax.lax.scan(body, (state, work, p0), jnp.arange(CHUNK, dtype=jnp.float64))
+    (state, work), _ = jax.lax.scan(body, (state, work), jnp.arange(CHUNK, dtype=jnp.float64))
     return state, work, diagnostics(system, t0 + CHUNK * dt, state)
 
 
@@ -171,13 +170,13 @@ def run_coupled(system, t_end, law, theta0):
 # ---------------------------------------------------------------------------------------------
 # dispersion on the reduced (point-mass) model
 
-@functools.partial(jax.jit, static_argnums=0)
-def dispersion_chunk(n_elements, draws, tethers, peaks, t0, dt, law, inputs):
-    """CHUNK steps of every draw at once (one vmapped call): new states, running peak tension, θ."""
+@jax.jit
+def dispersion_chunk(base, draws, tethers, peaks, t0, dt, law, inputs):
+    """CHUNK steps of every draw at once (one vmapped call): new states, running peak tension, θ. base: the
+    TetherParams whose EA and α each draw replaces."""
     def one(x, peak, draw):
         EA, alpha, rate, _ = draw
-        params = TetherParams(jnp.asarray(tr.TETHER["rho"]), EA, alpha, jnp.asarray(tr.TETHER["length"]), n_elements,
-                              True)
+        params = dataclasses.replace(base, EA=EA, alpha=alpha)
         draw_law = law._replace(rate=rate)
 
         def body(carry, k):
@@ -202,11 +201,10 @@ def draw_parameters(n_draws, seed=0):
 
 def run_dispersion(system, draws, t_end, law):
     """Reduced-model dispersion: returns (peak tension (n,), sample times (T,), θ samples (T, n), final l (n,))."""
-    n = system.tether.n_elements
     m_P, m_M = float(jnp.sum(system.platform.mass)), float(jnp.sum(system.robot.mass))
     inputs = tether_inputs(end_mass=(m_P, m_M))
     L = tr.TETHER["length"]
-    params = tether_params(**{**tr.TETHER, "n_elements": n})
+    params = system.tether
     states, v0 = [], float(rc.deployment_profile(law, 0.0)[1])
     for theta0 in draws[:, 3]:
         u = np.array([np.cos(theta0), np.sin(theta0), 0.0])
@@ -224,7 +222,7 @@ def run_dispersion(system, draws, t_end, law):
         nonlocal tethers, peaks
         dt = rc.stable_dt(params, float(jnp.min(tethers.s[:, 1] - tethers.s[:, 0])), DT_MAX_REDUCED, EA=EA_max,
                           alpha=alpha_max)
-        tethers, peaks, theta = dispersion_chunk(n, draws_j, tethers, peaks, t, dt, law, inputs)
+        tethers, peaks, theta = dispersion_chunk(params, draws_j, tethers, peaks, t, dt, law, inputs)
         thetas.append(np.asarray(theta))
         times.append(t + CHUNK * dt)
         return t + CHUNK * dt
@@ -297,11 +295,11 @@ def plot_dispersion(out, peaks, final_amplitude, retrieval_amplitude, rates, fin
 
 
 def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1024, elements=4, l_max=L1,
-        l_end=L_END):
+        l_end=L_END, formulation=FORMULATIONS[0]):
     """Coupled deployment / libration damping / retrieval and the dispersion; writes plots and a table,
     returns the rows."""
     out = start_run(out)
-    system = tr.build(tether={"n_elements": elements}, orbit=ORBIT)
+    system = tr.build(tether={"n_elements": elements, "formulation": formulation}, orbit=ORBIT)
     law = build_law(system, deploy, hold, l_max, l_end)
     t_end = deploy + hold + retrieve
     start = time.perf_counter()
@@ -361,7 +359,9 @@ def main(argv=None):
     return run_command(run, __doc__, argv, "outputs/seed001", ("--deploy", 1200.0, "deployment time T_d [s]"),
                 ("--hold", 2000.0, "libration damping at l₁, T_h [s]"), ("--retrieve", 10000.0, "retrieval time [s]"),
                 ("--draws", 1024, "dispersion draws"), ("--elements", 4, "tether elements"),
-                ("--length", L1, "deployed length l₁ [m]"), ("--l-end", L_END, "retrieval floor l_end [m]"))
+                ("--length", L1, "deployed length l₁ [m]"), ("--l-end", L_END, "retrieval floor l_end [m]"),
+                ("--formulation", dict(default=FORMULATIONS[0], choices=FORMULATIONS,
+                                       help=f"tether FEM formulation (default {FORMULATIONS[0]})")))
 
 
 if __name__ == "__main__":

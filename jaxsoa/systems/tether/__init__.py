@@ -1,6 +1,7 @@
-"""A reeling viscoelastic tether: FEM, reels and end coupling, the reel law, coupling to two multibody systems."""
+"""A reeling viscoelastic tether: FEM (nodal and energy-consistent forms), reels and end coupling, the reel law,
+coupling to two multibody systems."""
 
-from jaxsoa.systems.tether import coupling, fem, reel_control, reels
+from jaxsoa.systems.tether import coupling, energy_consistent, fem, reel_control, reels
 from jaxsoa.systems.tether.coupling import (
     CoupledAccelerations,
     ExitPoint,
@@ -15,7 +16,16 @@ from jaxsoa.systems.tether.coupling import (
     total_momentum,
     with_exit_nodes,
 )
+from jaxsoa.systems.tether.energy_consistent import (
+    convection_forces,
+    exit_correction,
+    galerkin_forces,
+    node_rates,
+    node_tangents,
+    reel_gain,
+)
 from jaxsoa.systems.tether.fem import (
+    FORMULATIONS,
     ElementStrain,
     TetherParams,
     TetherState,
@@ -26,6 +36,7 @@ from jaxsoa.systems.tether.fem import (
     internal_forces,
     mass_apply,
     mass_bands,
+    material_velocities,
     nodal_forces,
     straight_state,
     tether_kinetic_energy,
@@ -41,6 +52,7 @@ from jaxsoa.systems.tether.reel_control import (
     chord_libration,
     commanded_rate,
     deployment_profile,
+    loaded_reduced_mass,
     reel_acceleration,
     reel_law,
     rigid_tension,
@@ -55,6 +67,7 @@ from jaxsoa.systems.tether.reels import (
     end_coupling,
     energy_rates,
     exit_state,
+    exit_tension,
     reel_accelerations,
     system_energy,
     system_momentum,
@@ -63,6 +76,7 @@ from jaxsoa.systems.tether.reels import (
 )
 
 __all__ = [
+    "FORMULATIONS",
     "PAYOUT_SIGN",
     "CoupledAccelerations",
     "ElementStrain",
@@ -80,25 +94,35 @@ __all__ = [
     "check_tether_state",
     "chord_libration",
     "commanded_rate",
+    "convection_forces",
     "coupling",
     "deployment_profile",
     "elastic_energy",
     "element_strain",
     "element_tension",
     "end_coupling",
+    "energy_consistent",
     "energy_rates",
+    "exit_correction",
     "exit_point",
     "exit_state",
+    "exit_tension",
     "fem",
     "forward_dynamics_coupled",
+    "galerkin_forces",
     "initial_state",
     "internal_forces",
+    "loaded_reduced_mass",
     "mass_apply",
     "mass_bands",
+    "material_velocities",
     "nodal_forces",
+    "node_rates",
+    "node_tangents",
     "reel_acceleration",
     "reel_accelerations",
     "reel_control",
+    "reel_gain",
     "reel_law",
     "reels",
     "rigid_tension",

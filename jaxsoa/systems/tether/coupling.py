@@ -37,6 +37,7 @@ from jaxsoa.multibody.model import Model
 from jaxsoa.spatial.algebra import skew
 from jaxsoa.spatial.rotation import rotation_to_quat
 from jaxsoa.systems import orbit as orb
+from jaxsoa.systems.tether.energy_consistent import node_rates
 from jaxsoa.systems.tether.fem import TetherParams, TetherState, straight_state, tether_momentum
 from jaxsoa.systems.tether.reels import TetherInputs, end_coupling, tether_dynamics
 
@@ -76,13 +77,18 @@ class ExitPoint(NamedTuple):
 
 
 class CoupledAccelerations(NamedTuple):
-    """a_platform (nv_P,), a_robot (nv_M,): the bodies' accelerations; node_accel (n+1, 3) the tether
-    nodes' r̈; s_ddot (2,); end_force (2, 3) the tether's forces on the bodies at C_P, C_M."""
+    """a_platform (nv_P,), a_robot (nv_M,): the bodies' accelerations; node_accel (n+1, 3) the rate of the
+    tether state's v (r̈ for "nodal"; exit points' a_e and interior u̇ for "energy_consistent"); s_ddot (2,);
+    end_force (2, 3) the tether's forces on the bodies at C_P, C_M; node_velocity (n+1, 3) the nodes' ṙ;
+    exit_tension (2,) the tension the reels hold (the consistent reaction −R_e·u_e for "energy_consistent",
+    the exit elements' N for "nodal")."""
     a_platform: jax.Array
     a_robot: jax.Array
     node_accel: jax.Array
     s_ddot: jax.Array
     end_force: jax.Array
+    node_velocity: jax.Array
+    exit_tension: jax.Array
 
 
 def _bodies(system: TetheredRobot, state: TetheredRobotState):
@@ -156,31 +162,43 @@ def forward_dynamics_coupled(system: TetheredRobot, t, state: TetheredRobotState
     (qdd0_P, unit_P), (qdd0_M, unit_M) = responses
     a_end = a_end.reshape(2, 3)
     nodes = jnp.concatenate([a_end[:1], cpl.interior_accel + cpl.interior_gain @ a_end, a_end[1:]])
-    return CoupledAccelerations(qdd0_P + F[0] @ unit_P, qdd0_M + F[1] @ unit_M, nodes, cpl.s_ddot, F)
+    reaction = cpl.force - cpl.mass @ a_end - cpl.exit.thrust                  # −R_e: the tether's pull on C_e
+    exit_tension = (jnp.sum(reaction * cpl.exit.u, axis=1) if system.tether.formulation == "energy_consistent"
+                    else cpl.exit.tension)
+    return CoupledAccelerations(qdd0_P + F[0] @ unit_P, qdd0_M + F[1] @ unit_M, nodes, cpl.s_ddot, F,
+                                node_rates(system.tether, tether), exit_tension)
 
 
 def rk4_step_coupled(system: TetheredRobot, t, state: TetheredRobotState, inputs: TetherInputs, q_ref, reel_accel,
-                     dt) -> TetheredRobotState:
+                     dt, power=None):
     """One classical RK4 step (`jaxsoa.integrators.steps.ode_rk4_step`) of the coupled system, the
     bodies on their configuration manifolds as in `jaxsoa.integrators.steps.rk4_step`: the stepped
     state is (δ_P, v_P, δ_M, v_M, tether) with q = q(t) ⊕ δ and δ̇ = dexp⁻¹_δ(v), from δ = 0.
-    reel_accel(t, state) -> s̈ (2,) sets `inputs.reel_accel` at every stage."""
+    reel_accel(t, state) -> s̈ (2,) sets `inputs.reel_accel` at every stage. `power(t, state, acc)`
+    (acc: CoupledAccelerations) -> (k,), optional: its integral over the step is carried by the same
+    RK4 stages, and the step returns (state, ∫ power dt) instead of the state."""
     def at(x):                                                     # the stage state q(t) ⊕ δ
-        dq_P, v_P, dq_M, v_M, tether = x
+        dq_P, v_P, dq_M, v_M, tether, _ = x
         return TetheredRobotState(integrate(system.platform, state.q_platform, dq_P), v_P,
                                   integrate(system.robot, state.q_robot, dq_M), v_M, tether)
 
-    def rate(time, x):                      # ẋ = (dexp⁻¹_δ_P v_P, a_P, dexp⁻¹_δ_M v_M, a_M, (v, r̈, ṡ, s̈))
+    def rate(time, x):                      # ẋ = (dexp⁻¹_δ_P v_P, a_P, dexp⁻¹_δ_M v_M, a_M, (ṙ, v̇, ṡ, s̈), P)
         stage = at(x)
         stage_inputs = dataclasses.replace(inputs, reel_accel=reel_accel(time, stage))
         acc = forward_dynamics_coupled(system, time, stage, stage_inputs, q_ref)
+        work_rate = jnp.zeros(0, x[1].dtype) if power is None else power(time, stage, acc)
         return (dexp_inv(system.platform, x[0], x[1]), acc.a_platform, dexp_inv(system.robot, x[2], x[3]),
-                acc.a_robot, TetherState(x[4].v, acc.node_accel, x[4].s_dot, acc.s_ddot))
+                acc.a_robot, TetherState(acc.node_velocity, acc.node_accel, x[4].s_dot, acc.s_ddot), work_rate)
 
+    shape = None if power is None else jax.eval_shape(
+        lambda: power(t, state, forward_dynamics_coupled(system, t, state, inputs, q_ref)))
+    work = jnp.zeros(0, state.v_platform.dtype) if power is None else jnp.zeros(shape.shape, shape.dtype)
     start = (jnp.zeros_like(state.v_platform), state.v_platform, jnp.zeros_like(state.v_robot), state.v_robot,
-             state.tether)
-    new = at(ode_rk4_step(rate, t, start, dt))
-    return dataclasses.replace(new, tether=with_exit_nodes(system, new))
+             state.tether, work)
+    end = ode_rk4_step(rate, t, start, dt)
+    new = at(end)
+    new = dataclasses.replace(new, tether=with_exit_nodes(system, new))
+    return new if power is None else (new, end[5])
 
 
 def total_momentum(system: TetheredRobot, state: TetheredRobotState):

@@ -37,19 +37,23 @@ class TetherParams:
 
     rho: linear density per unstretched length [kg/m]; EA: axial stiffness [N]; alpha: Kelvin–Voigt
     time constant [s] (N = EA (ε + α ε̇)); length: total material L [m], stored + deployed.
-    n_elements: elements of the deployed segment (n + 1 nodes); lumped: row-sum lumped mass matrix."""
+    n_elements: elements of the deployed segment (n + 1 nodes); lumped: row-sum lumped mass matrix;
+    formulation: "energy_consistent" (the state carries nodal material velocities, docs/tether.md §5.1)
+    or "nodal" (node velocities ∂_t r̄, §3); static, so one jit serves each."""
     rho: jax.Array
     EA: jax.Array
     alpha: jax.Array
     length: jax.Array
     n_elements: int = dataclasses.field(metadata=dict(static=True))
     lumped: bool = dataclasses.field(default=False, metadata=dict(static=True))
+    formulation: str = dataclasses.field(default="energy_consistent", metadata=dict(static=True))
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class TetherState:
-    """r, v (n+1, 3): node positions and ∂_t r̄ (node velocities at fixed s̄, not material velocities);
+    """r (n+1, 3): node positions; v (n+1, 3): at the end nodes the exit points' velocities ∂_t r̄; at the
+    interior nodes ∂_t r̄ ("nodal") or the material velocity u_i ("energy_consistent", ∂_t r̄ = u + w ḡ);
     s (2,): material coordinates (s_P, s_M) at the exit points; s_dot (2,): their rates."""
     r: jax.Array
     v: jax.Array
@@ -57,7 +61,12 @@ class TetherState:
     s_dot: jax.Array
 
 
-def tether_params(rho, EA, alpha, length, n_elements, lumped=False, dtype=None) -> TetherParams:
+FORMULATIONS = ("energy_consistent", "nodal")
+"""The two Galerkin forms of the reeling tether (docs/tether.md §3 and §5.1); the first is the default."""
+
+
+def tether_params(rho, EA, alpha, length, n_elements, lumped=False, dtype=None,
+                  formulation=FORMULATIONS[0]) -> TetherParams:
     """Host-side builder: validates every field (ValueError naming it) and casts to `dtype`."""
     for name, value, ok in (("rho", rho, rho > 0), ("EA", EA, EA > 0), ("alpha", alpha, alpha >= 0),
                             ("length", length, length > 0)):
@@ -66,9 +75,11 @@ def tether_params(rho, EA, alpha, length, n_elements, lumped=False, dtype=None) 
                              f" got {value!r}")
     if not (isinstance(n_elements, int | np.integer) and n_elements >= 2):
         raise ValueError(f"TetherParams.n_elements must be an int ≥ 2 (one interior node), got {n_elements!r}")
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"TetherParams.formulation must be one of {FORMULATIONS}, got {formulation!r}")
     dtype = default_dtype(dtype)
     cast = lambda x: jnp.asarray(x, dtype)  # noqa: E731
-    return TetherParams(cast(rho), cast(EA), cast(alpha), cast(length), int(n_elements), bool(lumped))
+    return TetherParams(cast(rho), cast(EA), cast(alpha), cast(length), int(n_elements), bool(lumped), formulation)
 
 
 SLACK_TOLERANCE = 1e-9
@@ -79,9 +90,10 @@ slack (an unstretched tether, chord = length up to rounding, is taut at zero ten
 def straight_state(params: TetherParams, r_P, r_M, s, v_P=(0.0, 0.0, 0.0), v_M=(0.0, 0.0, 0.0),
                    s_dot=(0.0, 0.0), *, allow_slack=False) -> TetherState:
     """Host-side builder of a straight tether from r_P to r_M (nodes evenly spaced, node velocities
-    interpolated from the ends). ValueError naming the argument for: s not 0 ≤ s_P < s_M ≤ L; a
-    wrong shape or a non-finite entry; coincident ends r_P = r_M (every element of zero length, its
-    tangent undefined); and, unless `allow_slack`, a slack tether — the chord |r_M − r_P| shorter
+    ∂_t r̄ interpolated from the ends; "energy_consistent" stores at the interior nodes the material
+    velocity u_i = ∂_t r̄_i − w_i (r_M − r_P) of that same motion). ValueError naming the argument for:
+    s not 0 ≤ s_P < s_M ≤ L; a wrong shape or a non-finite entry; coincident ends r_P = r_M (every element
+    of zero length, its tangent undefined); and, unless `allow_slack`, a slack tether — the chord |r_M − r_P| shorter
     than the deployed length s_M − s_P by more than `SLACK_TOLERANCE` (relative): a straight line
     shorter than its material is a compressed tether, not a hanging one, and carries no tension."""
     s = np.asarray(s, np.float64)
@@ -103,8 +115,13 @@ def straight_state(params: TetherParams, r_P, r_M, s, v_P=(0.0, 0.0, 0.0), v_M=(
                          "pass allow_slack=True to build it anyway")
     dtype = params.rho.dtype
     sbar = np.linspace(0.0, 1.0, params.n_elements + 1)[:, None]
-    lerp = lambda a, b: jnp.asarray((1 - sbar) * np.asarray(a) + sbar * np.asarray(b), dtype)  # noqa: E731
-    return TetherState(lerp(r_P, r_M), lerp(v_P, v_M), jnp.asarray(s, dtype), jnp.asarray(s_dot, dtype))
+    lerp = lambda a, b: (1 - sbar) * np.asarray(a, np.float64) + sbar * np.asarray(b, np.float64)  # noqa: E731
+    v = lerp(v_P, v_M)
+    if params.formulation == "energy_consistent":                  # u = ∂_t r̄ − w r̄' at the interior nodes
+        rates = np.asarray(s_dot, np.float64)
+        w = (rates[0] + sbar * (rates[1] - rates[0])) / length
+        v[1:-1] -= w[1:-1] * np.subtract(r_M, r_P, dtype=np.float64)
+    return TetherState(*(jnp.asarray(x, dtype) for x in (lerp(r_P, r_M), v, s, s_dot)))
 
 
 def check_tether_state(params: TetherParams, state: TetherState):
@@ -141,16 +158,32 @@ class ElementStrain(NamedTuple):
     tangent: jax.Array
 
 
-def element_strain(params: TetherParams, state: TetherState) -> ElementStrain:
-    """Per element k: ε_k = |r̄'|/l − 1, material strain rate ε̇_k = (r̄'·ṙ̄')/(l|r̄'|) − (l̇/l)|r̄'|/l, and the
-    unit tangent τ_k (n, 3), with r̄' = n (r_{k+1} − r_k). Returns `ElementStrain` (eps, eps_dot, tangent)."""
+def material_velocities(params: TetherParams, state: TetherState):
+    """Nodal material velocities u (n+1, 3) of the "energy_consistent" form: the state's v at the interior
+    nodes and u_e = v_e − w_e r̄'_e at the exits (r̄' of the exit element), i.e. the exit point's velocity
+    plus the exit jump Δv_e (docs/tether.md §5.1). Not defined for "nodal", whose u jumps at the nodes."""
+    if params.formulation != "energy_consistent":
+        raise ValueError(f"material_velocities: the {params.formulation!r} formulation has no nodal material "
+                         "velocities (its material velocity is discontinuous at the nodes)")
+    w, _, _ = transport_velocity(state, jnp.zeros_like(state.s))
+    d = params.n_elements * jnp.diff(state.r, axis=0)
+    return state.v.at[0].add(-w[0] * d[0]).at[-1].add(-w[-1] * d[-1])             # u_e = v_e − w_e r̄'_e
+
+
+def element_strain(params: TetherParams, state: TetherState):
+    """Per element k: ε_k = |r̄'|/l − 1, material strain rate ε̇_k and the unit tangent τ_k (n, 3), with
+    r̄' = n (r_{k+1} − r_k). "nodal": ε̇_k = (r̄'·ṙ̄')/(l|r̄'|) − (l̇/l)|r̄'|/l; "energy_consistent":
+    ε̇_k = τ_k · ∂_s u = n τ_k·(u_{k+1} − u_k)/l. Returns ElementStrain (eps (n,), eps_dot (n,), tau (n, 3))."""
     n = params.n_elements
     l, l_dot = state.s[1] - state.s[0], state.s_dot[1] - state.s_dot[0]
-    d, d_dot = n * jnp.diff(state.r, axis=0), n * jnp.diff(state.v, axis=0)          # r̄', ṙ̄'
+    d = n * jnp.diff(state.r, axis=0)                                               # r̄'
     stretch = jnp.linalg.norm(d, axis=1)                                            # |r̄'|
-    eps = stretch / l - 1
-    eps_dot = jnp.sum(d * d_dot, axis=1) / (l * stretch) - l_dot * stretch / l**2
-    return ElementStrain(eps, eps_dot, d / stretch[:, None])
+    eps, tau = stretch / l - 1, d / stretch[:, None]
+    if params.formulation == "energy_consistent":                                   # ε̇ = τ·∂_s u
+        return ElementStrain(eps, n * jnp.sum(tau * jnp.diff(material_velocities(params, state), axis=0), axis=1) / l,
+                             tau)
+    d_dot = n * jnp.diff(state.v, axis=0)                                           # ṙ̄'
+    return ElementStrain(eps, jnp.sum(d * d_dot, axis=1) / (l * stretch) - l_dot * stretch / l**2, tau)
 
 
 def element_tension(params: TetherParams, eps, eps_dot):
@@ -213,7 +246,8 @@ def internal_forces(tension, tau):
 
 
 def nodal_forces(params: TetherParams, state: TetherState, s_ddot, external_accel=None):
-    """Right-hand side F_int + F_ext − T of M r̈ = F_int + F_ext − T + R (n+1, 3), and the element
+    """Right-hand side F_int + F_ext − T of M r̈ = F_int + F_ext − T + R (n+1, 3) of the "nodal" form
+    (`jaxsoa.systems.tether.energy_consistent.galerkin_forces` covers both), and the element
     (eps, eps_dot, tau, tension) it used. `external_accel` (n+1, 3): a per-point acceleration field at the
     nodes (e.g. gravity gradient −ω̄² A_f r_i); F_ext = M a_ext, exact for fields linear in r."""
     eps, eps_dot, tau = element_strain(params, state)
@@ -241,8 +275,12 @@ def _transport_integrals(params: TetherParams, state: TetherState, field):
 
 
 def tether_kinetic_energy(params: TetherParams, state: TetherState):
-    """½ ρ l ∫ |ṙ̄ − w r̄'|² ds̄ = ½ ṙᵀ M ṙ − ρ l ∫ w ṙ̄·r̄' + ½ ρ l ∫ w² |r̄'|² (M consistent or lumped)."""
+    """"nodal": ½ ρ l ∫ |ṙ̄ − w r̄'|² ds̄ = ½ ṙᵀ M ṙ − ρ l ∫ w ṙ̄·r̄' + ½ ρ l ∫ w² |r̄'|²; "energy_consistent":
+    ½ uᵀ M u (M consistent or lumped)."""
     l = state.s[1] - state.s[0]
+    if params.formulation == "energy_consistent":
+        u = material_velocities(params, state)
+        return 0.5 * jnp.sum(u * mass_apply(*mass_bands(params, l), u))            # ½ uᵀ M u
     _, w2d2, d, w_v = _transport_integrals(params, state, state.v)
     vMv = jnp.sum(state.v * mass_apply(*mass_bands(params, l), state.v))
     return 0.5 * vMv + params.rho * l * (0.5 * w2d2 - jnp.sum(w_v * d))
@@ -264,9 +302,12 @@ def viscous_dissipation_rate(params: TetherParams, state: TetherState):
 
 
 def tether_momentum(params: TetherParams, state: TetherState):
-    """Linear and angular momentum (about the origin) of the deployed material, ρ l ∫ (ṙ̄ − w r̄') ds̄ and
-    ρ l ∫ r̄ × (ṙ̄ − w r̄') ds̄, each (3,)."""
+    """Linear and angular momentum (about the origin) of the deployed material, each (3,): "nodal"
+    ρ l ∫ (ṙ̄ − w r̄') ds̄ and ρ l ∫ r̄ × (ṙ̄ − w r̄') ds̄; "energy_consistent" Σ_i (M u)_i, Σ_i r_i × (M u)_i."""
     l = state.s[1] - state.s[0]
+    if params.formulation == "energy_consistent":
+        Mu = mass_apply(*mass_bands(params, l), material_velocities(params, state))
+        return jnp.sum(Mu, axis=0), jnp.sum(jnp.cross(state.r, Mu), axis=0)
     wd, _, d, w_r = _transport_integrals(params, state, state.r)
     Mv = mass_apply(*mass_bands(params, l), state.v)
     linear = jnp.sum(Mv, axis=0) - params.rho * l * wd

@@ -25,6 +25,7 @@ import numpy as np
 from jax.lax.linalg import tridiagonal_solve
 
 from jaxsoa.multibody.arguments import default_dtype
+from jaxsoa.systems.tether.energy_consistent import galerkin_forces, node_rates, reel_gain
 from jaxsoa.systems.tether.fem import (
     TetherParams,
     TetherState,
@@ -32,7 +33,6 @@ from jaxsoa.systems.tether.fem import (
     element_strain,
     element_tension,
     mass_bands,
-    nodal_forces,
     tether_kinetic_energy,
     tether_momentum,
     viscous_dissipation_rate,
@@ -121,44 +121,87 @@ def _external(state, external_accel_fn):
     return None if external_accel_fn is None else external_accel_fn(state.r)
 
 
-def tether_dynamics(params: TetherParams, state: TetherState, inputs: TetherInputs, external_accel_fn=None):
-    """Time derivative of the state of a tether whose end nodes are point masses m'_e (own mass plus
-    stored tether), as a TetherState (v, r̈, ṡ, s̈): the tangent of this flat state has its fields, and
-    PyTree steppers (`jaxsoa.integrators.steps.ode_rk4_step`) need f(t, x) shaped like x. Eliminating
-    the end reactions R_e between the node and body equations,
-    (M + diag(m'_P, 0, …, 0, m'_M)) r̈ = F_int + F_ext − T + thrust + m' a_ext.
-    `external_accel_fn(r (n+1, 3)) -> (n+1, 3)`: acceleration field on every mass point (bodies too)."""
+def _dumbbell(params: TetherParams, state: TetherState, inputs: TetherInputs, a_ext):
+    """(derivative, exit tension (2,)) of the point-mass dumbbell (`tether_dynamics`). "energy_consistent":
+    the exit tension is the consistent reaction N̂_e = −R_e·u_e = m'_e (a_e − a_ext,e)·u_e + ρ ṗ_e² (1+ε_e),
+    and force-driven reels use it, so their s̈ and the accelerations solve one linear system (everything is
+    affine in s̈: A = A⁰ + Σ_f ∂A/∂s̈_f (s̈_f − s̈⁰_f)); "nodal": the exit elements' tension."""
+    consistent = params.formulation == "energy_consistent"
     s_ddot = reel_accelerations(params, state, inputs)
-    a_ext = _external(state, external_accel_fn)
-    rhs, (eps, _, tau, tension) = nodal_forces(params, state, s_ddot, a_ext)
+    rhs, (eps, _, tau, tension) = galerkin_forces(params, state, s_ddot, a_ext)
     ex = exit_state(params, state, eps, tension, tau)
     m_body = _body_masses(params, state, inputs)
-    body_force = ex.thrust if a_ext is None else ex.thrust + m_body[:, None] * a_ext[jnp.array([0, -1])]
-    rhs = rhs.at[jnp.array([0, -1])].add(body_force)
+    ends = jnp.array([0, -1])
+    a_ext_ends = jnp.zeros_like(ex.thrust) if a_ext is None else a_ext[ends]
+    rhs = rhs.at[ends].add(ex.thrust + m_body[:, None] * a_ext_ends)
     diag, off = mass_bands(params, state.s[1] - state.s[0])
-    diag = diag.at[jnp.array([0, -1])].add(m_body)
+    diag = diag.at[ends].add(m_body)
     zero = jnp.zeros(1, off.dtype)
-    accel = tridiagonal_solve(jnp.concatenate([zero, off]), diag, jnp.concatenate([off, zero]), rhs)
-    return TetherState(state.v, accel, state.s_dot, s_ddot)
+    lower, upper = jnp.concatenate([zero, off]), jnp.concatenate([off, zero])
+    driven = consistent and any(inputs.force_driven)
+    columns = jnp.concatenate([rhs, *reel_gain(params, state)], axis=1) if driven else rhs
+    sol = tridiagonal_solve(lower, diag, upper, columns)                      # (M + diag(m')) A = rhs (+ gains)
+    accel = sol[:, :3]
+
+    def exit_tension(a):                                                      # N̂ = m'(a − a_ext)·u + ρ ṗ²(1+ε)
+        return m_body * jnp.sum((a[ends] - a_ext_ends) * ex.u, axis=1) + params.rho * ex.payout**2 * (1 + ex.eps)
+
+    if driven:                  # m_r σ s̈ = (1+ε)(N̂(s̈) − ρ(1+ε) max(ṗ,0)² − N_ctrl − c ṗ) at force-driven ends
+        gains = jnp.stack([sol[:, 3:6], sol[:, 6:9]])                            # ∂A/∂s̈_f (2, n+1, 3)
+        D = jnp.stack([m_body * jnp.sum(g[ends] * ex.u, axis=1) for g in gains], axis=1)    # ∂N̂_e/∂s̈_f
+        stretch, sign = 1 + ex.eps, jnp.asarray(PAYOUT_SIGN, s_ddot.dtype)
+        held = (inputs.reel_force + inputs.reel_damping * ex.payout
+                + params.rho * stretch * jnp.maximum(ex.payout, 0) ** 2)              # N_ctrl + c ṗ + ρ(1+ε)ṗ₊²
+        force_rows = jnp.diag(inputs.reel_inertia * sign) - stretch[:, None] * D
+        force_rhs = stretch * (exit_tension(accel) - D @ s_ddot - held)
+        is_force = jnp.asarray(inputs.force_driven)
+        A = jnp.where(is_force[:, None], force_rows, jnp.eye(2, dtype=D.dtype))
+        s_ddot_new = jnp.linalg.solve(A, jnp.where(is_force, force_rhs, inputs.reel_accel))
+        accel = accel + jnp.tensordot(s_ddot_new - s_ddot, gains, axes=1)
+        s_ddot = s_ddot_new
+    tension_out = exit_tension(accel) if consistent else ex.tension
+    return TetherState(node_rates(params, state), accel, state.s_dot, s_ddot), tension_out
+
+
+def tether_dynamics(params: TetherParams, state: TetherState, inputs: TetherInputs, external_accel_fn=None):
+    """Time derivative of the state of a tether whose end nodes are point masses m'_e (own mass plus
+    stored tether), as a TetherState (ṙ, v̇, ṡ, s̈): the tangent of this flat state has its fields, and
+    PyTree steppers (`jaxsoa.integrators.steps.ode_rk4_step`) need f(t, x) shaped like x. Eliminating
+    the end reactions R_e between the node and body equations,
+    (M + diag(m'_P, 0, …, 0, m'_M)) A = rhs + thrust + m' a_ext with rhs of
+    `jaxsoa.systems.tether.energy_consistent.galerkin_forces` (A = r̈ for "nodal"; exit-point
+    accelerations and interior u̇ for "energy_consistent", whose ṙ = u + w ḡ).
+    `external_accel_fn(r (n+1, 3)) -> (n+1, 3)`: acceleration field on every mass point (bodies too)."""
+    return _dumbbell(params, state, inputs, _external(state, external_accel_fn))[0]
+
+
+def exit_tension(params: TetherParams, state: TetherState, inputs: TetherInputs, external_accel_fn=None):
+    """(2,) the tension the reels hold at the exits of the point-mass dumbbell: the consistent reaction
+    −R_e·u_e of the end rows ("energy_consistent"), or the exit elements' N ("nodal")."""
+    return _dumbbell(params, state, inputs, _external(state, external_accel_fn))[1]
 
 
 class EndCoupling(NamedTuple):
     """Tether side of a coupled simulation, affine in the end accelerations a_end (2, 3) = (a_CP, a_CM):
     force on body e at C_e = force_e − Σ_f mass_ef a_f, interior r̈ = interior_accel + interior_gain @ a_end.
     force (2, 3) includes the thrust; mass (2, 2) is the Schur complement M_EE − M_EI M_II⁻¹ M_IE
-    (diagonal for lumped mass); interior_accel (n−1, 3); interior_gain (n−1, 2); s_ddot (2,)."""
+    (diagonal for lumped mass); interior_accel (n−1, 3); interior_gain (n−1, 2) (interior u̇ for
+    "energy_consistent"); s_ddot (2,); exit: the ExitState (thrust, u_e, … of the exit elements)."""
     force: jax.Array
     mass: jax.Array
     interior_accel: jax.Array
     interior_gain: jax.Array
     s_ddot: jax.Array
+    exit: ExitState
 
 
 def end_coupling(params: TetherParams, state: TetherState, inputs: TetherInputs, external_accel_fn=None):
     """EndCoupling at the current state, whose end nodes follow the bodies' exit points C_P, C_M (the
-    bodies' stored tether ρ s_P, ρ (L − s_M) is the bodies' business: add it to their inertia at C_e)."""
+    bodies' stored tether ρ s_P, ρ (L − s_M) is the bodies' business: add it to their inertia at C_e).
+    The consistent exit tension is N̂_e = (force_e − Σ_f mass_ef a_f − thrust_e)·u_e. Force-driven reels
+    take the exit elements' tension here (the consistent one would need the bodies' accelerations)."""
     s_ddot = reel_accelerations(params, state, inputs)
-    rhs, (eps, _, tau, tension) = nodal_forces(params, state, s_ddot, _external(state, external_accel_fn))
+    rhs, (eps, _, tau, tension) = galerkin_forces(params, state, s_ddot, _external(state, external_accel_fn))
     ex = exit_state(params, state, eps, tension, tau)
     diag, off = mass_bands(params, state.s[1] - state.s[0])
     n_inner = diag.shape[0] - 2
@@ -170,7 +213,7 @@ def end_coupling(params: TetherParams, state: TetherState, inputs: TetherInputs,
     M_EI_a = jnp.stack([off[0] * interior_accel[0], off[-1] * interior_accel[-1]])
     M_EI_G = jnp.stack([off[0] * gain[0], off[-1] * gain[-1]])
     force = rhs[jnp.array([0, -1])] - M_EI_a + ex.thrust                              # −R_E + thrust at a_E = 0
-    return EndCoupling(force, jnp.diag(diag[jnp.array([0, -1])]) + M_EI_G, interior_accel, gain, s_ddot)
+    return EndCoupling(force, jnp.diag(diag[jnp.array([0, -1])]) + M_EI_G, interior_accel, gain, s_ddot, ex)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,13 +240,19 @@ def system_energy(params: TetherParams, state: TetherState, inputs: TetherInputs
             + elastic_energy(params, state) + jnp.sum(reel))
 
 
-def energy_rates(params: TetherParams, state: TetherState, inputs: TetherInputs) -> EnergyRates:
+def energy_rates(params: TetherParams, state: TetherState, inputs: TetherInputs, external_accel_fn=None,
+                 exit_tension=None) -> EnergyRates:
     """Reel power (rate-driven: −(1+ε) ṗ F; force-driven: −(1+ε) ṗ (N_ctrl + c ṗ)), Carnot loss
-    ½ ρ |ṗ|³ (1+ε)², Kelvin–Voigt dissipation, and strain energy carried through the exits ½ EA ε₊² ṗ."""
+    ½ ρ |ṗ|³ (1+ε)², Kelvin–Voigt dissipation, and strain energy carried through the exits ½ EA ε₊² ṗ.
+    F = N_e − ρ (1+ε) max(ṗ, 0)² with N_e `exit_tension` (2,): default the dumbbell's (`exit_tension`,
+    the consistent reaction for "energy_consistent"; pass a coupled simulator's instead)."""
     eps, eps_dot, tau = element_strain(params, state)
     ex = exit_state(params, state, eps, element_tension(params, eps, eps_dot), tau)
+    if exit_tension is None and params.formulation != "nodal":
+        exit_tension = _dumbbell(params, state, inputs, _external(state, external_accel_fn))[1]
     stretch = 1 + ex.eps
-    held = jnp.where(jnp.asarray(inputs.force_driven), inputs.reel_force + inputs.reel_damping * ex.payout, ex.grip)
+    grip = ex.grip if exit_tension is None else exit_tension - params.rho * stretch * jnp.maximum(ex.payout, 0) ** 2
+    held = jnp.where(jnp.asarray(inputs.force_driven), inputs.reel_force + inputs.reel_damping * ex.payout, grip)
     return EnergyRates(reel=-jnp.sum(stretch * ex.payout * held),
                        carnot=0.5 * params.rho * jnp.sum(jnp.abs(ex.payout) ** 3 * stretch**2),
                        viscous=viscous_dissipation_rate(params, state),
