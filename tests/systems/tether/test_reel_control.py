@@ -83,8 +83,8 @@ def test_rigid_tension_matches_the_fem_during_libration():
 
 def _retrieval_case(**gains):
     """The reproduction's gains after a deployment that ended at t = 1 s (the rollout starts there)."""
-    return rc.reel_law(l_deployed=1000.0, l_end=100.0, t_deploy=1.0, t_hold=1500.0, rate=0.3, reduced_mass=MU,
-                       **gains)
+    return rc.reel_law(**{**dict(l_deployed=1000.0, l_end=100.0, t_deploy=1.0, t_hold=1500.0, rate=0.3,
+                                 reduced_mass=MU, platform_mass=M_P), **gains})
 
 
 SOFT = tether_params(**tr.TETHER)                 # sims/tethered_robot.py: EA = 2.5 N, ρ = 2 g/m, n = 4
@@ -151,10 +151,35 @@ def test_closed_loop_retrieval_is_stable_and_follows_the_closed_forms():
     assert np.abs(theta_open).max() > np.radians(90.0)
 
 
+def test_hold_keeps_the_length_with_the_stated_offset():
+    """Phase 2 is a length loop (module docstring of jaxsoa.systems.tether.reel_control): started on the local
+    vertical at rest in LVLH (the rigid dumbbell's equilibrium), the length settles at l₁ e^δ with the steady
+    offset δ = k_N ΔN / (p_h n l). Against the massless-tether reference μ the tether's own mass biases the exit
+    tension by ΔN = 3 n² l (μ' − μ) (μ' = `loaded_reduced_mass`), so δ = 3 k_N n (μ' − μ)/p_h; the loaded
+    reference removes the bias. Tolerances: 15 % of δ (the exit element's tension is its mean, not the
+    tension at the exit) and 0.3 % of l₁ for the loaded reference."""
+    laws = [_retrieval_case(t_hold=20000.0, platform_mass=0.0), _retrieval_case(t_hold=20000.0)]
+    samples = np.asarray(_closed_loop(SOFT, _at_rest_in_lvlh(SOFT, 1000.0, 0.0), _stack(laws)))
+    state = _at_rest_in_lvlh(SOFT, 1000.0, 0.0)
+    mu_loaded = float(rc.loaded_reduced_mass(SOFT, state, laws[1]))
+    law = laws[0]
+    expected = 3 * law.tension_gain * N * (mu_loaded - MU) / law.hold_length_gain
+    offsets = []
+    for t, l, theta, tension in samples.transpose(0, 2, 1):
+        late = t > 6000.0                                               # 6000 s ≫ 1/(p_h n) = 460 s
+        offsets.append(float(np.mean(np.log(l[late] / 1000.0))))
+        assert np.ptp(np.log(l[late])) < 2e-3                           # settled
+        assert np.all(tension > 0) and np.abs(theta).max() < np.radians(1.0)   # stays on the vertical, taut
+    print(f"hold offsets: massless reference {offsets[0]:.4f} (closed form {expected:.4f}), loaded {offsets[1]:.5f}")
+    assert offsets[0] == pytest.approx(expected, rel=0.15)
+    assert abs(offsets[1]) < 3e-3
+
+
 @jax.jit
 def _libration_cost(gains, state):
-    """∑ θ² over a 400 s hold (800 RK4 steps, reduced model, soft tether) as a function of (k, k_N)."""
-    law = _retrieval_case()._replace(rate_gain=gains[0], tension_gain=gains[1])
+    """∑ θ² over a 400 s hold (800 RK4 steps, reduced model, soft tether) as a function of the hold's rate
+    gain k_h and the tension gain k_N."""
+    law = _retrieval_case(hold_angle_gain=0.5)._replace(hold_rate_gain=gains[0], tension_gain=gains[1])
     params, inputs, dt = SOFT, tether_inputs(end_mass=(M_P, M_M)), 0.5
 
     def reel(t, s):
