@@ -1,9 +1,10 @@
 """Seed 001: a space tethered robot (sims/tethered_robot.py) in a circular orbit (a = 7000 km) deploys
-its tether from 10 m to 1 km, damps the libration this leaves, and retrieves it to 50 m; with a
-dispersion over tether and reel parameters.
+its tether from 10 m to 1 km, holds the length, retrieves it to 50 m (damping the libration the deployment
+left) and holds there; with a dispersion over tether and reel parameters.
 
     python -m experiments.reproduce_seed001 [--out outputs/seed001] [--deploy 1200] [--hold 2000]
-                                            [--retrieve 10000] [--draws 1024] [--elements 4]
+                                            [--retrieve 10000] [--draws 1024] [--elements 6]
+                                            [--dispersion-elements 4]
 
 Coupled run: platform (hub + 2-joint deployer, 207 kg) and robot (base + 3-link arm, 10.4 kg) by
 jaxsoa's free-floating ABA, the tether by its FEM (jaxsoa.systems.tether.fem / jaxsoa.systems.tether.reels, lumped,
@@ -16,10 +17,15 @@ rate-driven by jaxsoa.systems.tether.reel_control (the robot's is locked; law an
 * deployment, 0 ≤ t < T_d: the robot is ejected along the local vertical at v₀ = 2 (l₁ − l₀)/T_d and
   the reel brakes it smoothly to rest at l₁ (a tether cannot push: a deployment from rest only piles
   up slack). Coriolis drags the tether back: it ends ~46° behind the local vertical;
-* libration damping, T_d ≤ t < T_d + T_h: l̇/l = k θ̇ + g n θ − p n ln(l/l₁) with a series damper on the
-  exit tension (the soft tether's axial bounce otherwise drives it slack);
-* retrieval: the same law about l_ref = l₁ e^{−c n t} and the retrieval equilibrium sin 2θ_e = 4c/3, to
-  l_end. Exponential retrieval alone is unstable (it anti-damps the libration).
+* hold, T_d ≤ t < T_d + T_h: a length loop l̇/l = −p_h n ln(l/l₁) with a series damper on the exit
+  tension (the soft tether's axial bounce otherwise drives it slack); damping the libration here would
+  cost length;
+* retrieval: l̇/l = −c n + k θ̇ + g n (θ − θ_e) − p n ln(l/l_ref) about l_ref = l₁ e^{−c n t} and the
+  retrieval equilibrium sin 2θ_e = 4c/3, to l_end, then the hold's length loop at l_end. Exponential
+  retrieval alone is unstable (it anti-damps the libration); k > c damps it.
+
+The dispersion's envelope: a draw's retrieval rate c must bring the reference to 1.05 l_end within the
+retrieval time, c ≥ ln(l₁/1.05 l_end)/(n T_r); the table reports the draws inside it and how many arrive.
 
 Plots: length and rate; tension along the tether (space–time image, s̄ vs t); in-plane and
 out-of-plane libration angles; energy budget in the Jacobi form E_J = T + U_elastic + U_gg − n H_z
@@ -52,6 +58,7 @@ from jaxsoa.systems.tether.fem import (
     mass_bands,
     straight_state,
     tether_kinetic_energy,
+    tether_params,
 )
 from jaxsoa.systems.tether.reels import energy_rates, tether_inputs
 from sims import tethered_robot as tr
@@ -69,7 +76,7 @@ def build_law(system, deploy, hold, l_max, l_end, **overrides):
     masses."""
     m_P, m_M = float(jnp.sum(system.platform.mass)), float(jnp.sum(system.robot.mass))
     return rc.reel_law(l_start=L0, l_deployed=l_max, l_end=l_end, t_deploy=deploy, t_hold=hold,
-                       reduced_mass=m_P * m_M / (m_P + m_M), platform_mass=m_P, **overrides)
+                       reduced_mass=m_P * m_M / (m_P + m_M), **overrides)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +250,7 @@ def plot_coupled(out, res, law):
     axes[0].set(ylabel="deployed length l [m]")
     fig.suptitle("Seed 001: coupled platform + tether + robot, circular orbit")
     edges = (0.0, law.t_deploy / 60, (law.t_deploy + law.t_hold) / 60, t[-1])          # phase boundaries [min]
-    for x0, x1, phase in zip(edges, edges[1:], ("deployment", "libration damping", "retrieval"), strict=False):
+    for x0, x1, phase in zip(edges, edges[1:], ("deployment", "hold", "retrieval"), strict=False):
         axes[0].text((x0 + x1) / 2, 1.02, phase, transform=axes[0].get_xaxis_transform(), ha="center",
                      va="bottom", fontsize=8, color="0.3")
     n = res["tension"].shape[1]
@@ -294,9 +301,9 @@ def plot_dispersion(out, peaks, final_amplitude, retrieval_amplitude, rates, fin
     plt.close(fig)
 
 
-def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1024, elements=4, l_max=L1,
-        l_end=L_END, formulation=FORMULATIONS[0]):
-    """Coupled deployment / libration damping / retrieval and the dispersion; writes plots and a table,
+def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1024, elements=6, l_max=L1,
+        l_end=L_END, formulation=FORMULATIONS[0], dispersion_elements=4):
+    """Coupled deployment / hold / retrieval and the dispersion; writes plots and a table,
     returns the rows."""
     out = start_run(out)
     system = tr.build(tether={"n_elements": elements, "formulation": formulation}, orbit=ORBIT)
@@ -308,23 +315,32 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
     plot_coupled(out, res, law)
     start = time.perf_counter()
     parameters = draw_parameters(draws)
-    peaks, times, thetas, final_l = run_dispersion(system, parameters, t_end, law)
+    reduced = dataclasses.replace(system, tether=tether_params(**{**tr.TETHER, "n_elements": dispersion_elements,
+                                                                   "formulation": formulation}))
+    peaks, times, thetas, final_l = run_dispersion(reduced, parameters, t_end, law)
     dispersion_s = time.perf_counter() - start
     amplitude = np.abs(thetas[times >= deploy + hold]).max(axis=0, initial=0.0)    # during retrieval
     final_amplitude = np.abs(thetas[int(0.9 * len(thetas)):]).max(axis=0)           # over the last 10 %
     tumbled = ~np.all(np.abs(thetas) < np.pi / 2, axis=0)                  # |θ| ≥ 90° or non-finite
-    reached_end = int(np.sum(final_l < 1.05 * l_end))
+    reached = final_l < 1.05 * l_end
+    # the law's envelope: the reference l₁ e^{−c n t} reaches 1.05 l_end within the retrieval time
+    c_min = np.log(l_max / (1.05 * l_end)) / (N_ORBIT * retrieve)
+    inside = parameters[:, 2] >= c_min
     plot_dispersion(out, peaks, final_amplitude, amplitude, parameters[:, 2], final_l)
     residual = (res["energy"] - res["energy"][0]).sum(1) - res["work"].sum(1)
     swing = np.abs(res["energy"] - res["energy"][0]).max()
     retrieving = res["t"] >= deploy + hold
-    reached = np.flatnonzero(retrieving & (res["l"] < 1.05 * l_end))
+    holding = (res["t"] >= deploy) & ~retrieving
+    arrived = np.flatnonzero(retrieving & (res["l"] < 1.05 * l_end))
     rows = [
         ("deployed length: start / at T_d / max / end [m]",
          " / ".join(f"{x:.1f}" for x in (res["l"][0], np.interp(deploy, res["t"], res["l"]), res["l"].max(),
                                           res["l"][-1]))),
+        ("hold: length min / max, ln(l / l₁) at its end",
+         f"{res['l'][holding].min():.1f} / {res['l'][holding].max():.1f}, "
+         f"{np.log(np.interp(deploy + hold, res['t'], res['l']) / l_max):+.4f}" if holding.any() else "no hold"),
         (f"retrieval reaches 1.05 l_end = {1.05 * l_end:g} m at t [s]",
-         f"{res['t'][reached[0]]:.0f}" if reached.size else "not reached"),
+         f"{res['t'][arrived[0]]:.0f}" if arrived.size else "not reached"),
         ("peak tension, coupled run [mN]", f"{1e3 * res['tension'].max():.3f}"),
         ("slack samples after deployment [%]",
          f"{100 * np.mean(res['tension'][res['t'] >= deploy].min(axis=1) <= 0):.1f}"),
@@ -342,12 +358,16 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
          f"{np.degrees(np.median(amplitude)):.2f}, {np.degrees(np.percentile(amplitude, 95)):.2f}"),
         ("dispersion: final libration amplitude (last 10 %), median, 95 % [deg]",
          f"{np.degrees(np.median(final_amplitude)):.2f}, {np.degrees(np.percentile(final_amplitude, 95)):.2f}"),
-        ("dispersion: draws that tumbled (|θ| ≥ 90°) / reached 1.05 l_end", f"{int(tumbled.sum())} / {reached_end} "
-                                                                            f"of {draws}"),
+        ("dispersion: draws that tumbled (|θ| ≥ 90°) / reached 1.05 l_end", f"{int(tumbled.sum())} / "
+                                                                            f"{int(reached.sum())} of {draws}"),
+        (f"dispersion: envelope c ≥ ln(l₁ / 1.05 l_end) / (n T_r) = {c_min:.3f}: draws inside / reached there",
+         f"{int(inside.sum())} / {int((reached & inside).sum())} ({100 * np.mean(reached[inside]):.1f} %)"
+         if inside.any() else "no draw inside"),
         ("dispersion wall time [s]", f"{dispersion_s:.1f}"),
     ]
-    table = "\n".join([f"Seed 001, a = {ORBIT.a / 1e3:.0f} km circular, n = {N_ORBIT:.4e} rad/s, {elements} elements, "
-                       f"deploy {deploy:g} s to {l_max:g} m, hold {hold:g} s, retrieve {retrieve:g} s to {l_end:g} m",
+    table = "\n".join([f"Seed 001, a = {ORBIT.a / 1e3:.0f} km circular, n = {N_ORBIT:.4e} rad/s, {elements} elements "
+                       f"({dispersion_elements} in the dispersion), {formulation}, deploy {deploy:g} s to {l_max:g} m, "
+                       f"hold {hold:g} s, retrieve {retrieve:g} s to {l_end:g} m",
                        "", markdown_table(("quantity", "value"), rows)])
     print(table)
     (out / "seed001_table.md").write_text(table + "\n")
@@ -357,11 +377,12 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
 
 def main(argv=None):
     return run_command(run, __doc__, argv, "outputs/seed001", ("--deploy", 1200.0, "deployment time T_d [s]"),
-                ("--hold", 2000.0, "libration damping at l₁, T_h [s]"), ("--retrieve", 10000.0, "retrieval time [s]"),
-                ("--draws", 1024, "dispersion draws"), ("--elements", 4, "tether elements"),
+                ("--hold", 2000.0, "hold at l₁, T_h [s]"), ("--retrieve", 10000.0, "retrieval time [s]"),
+                ("--draws", 1024, "dispersion draws"), ("--elements", 6, "tether elements, coupled run"),
                 ("--length", L1, "deployed length l₁ [m]"), ("--l-end", L_END, "retrieval floor l_end [m]"),
                 ("--formulation", dict(default=FORMULATIONS[0], choices=FORMULATIONS,
-                                       help=f"tether FEM formulation (default {FORMULATIONS[0]})")))
+                                       help=f"tether FEM formulation (default {FORMULATIONS[0]})")),
+                ("--dispersion-elements", 4, "tether elements, dispersion (reduced model)"))
 
 
 if __name__ == "__main__":

@@ -676,8 +676,6 @@ def _systems_cases():
                                           (None, 0, 0)),
         "systems.tether.mass_bands": Case(tether.mass_bands, lambda sy, k: (sy.tether.params, jnp.asarray(100.0 + k)),
                                           (None, 0)),
-        "systems.tether.loaded_reduced_mass": Case(tether.loaded_reduced_mass, lambda sy, k: (
-            sy.tether.params, sy.tether.states[k], sy.tether.law._replace(platform_mass=200.0)), (None, 0, None)),
         "systems.tether.material_velocities": on_tether(tether.material_velocities),
         "systems.tether.nodal_forces": on_tether(tether.nodal_forces, s_ddot),
         "systems.tether.node_rates": on_tether(tether.node_rates),

@@ -1,18 +1,19 @@
 """Reel laws for deploying and retrieving a tether in circular orbit (design in docs/tether.md §8).
 
-One rate-driven reel (the platform's, end P) sets the deployed length l = s_M − s_P. Three phases:
+One rate-driven reel (the platform's, end P) sets the deployed length l = s_M − s_P. Four phases:
 
 1. deployment, 0 ≤ t < T_d: the robot leaves at v₀ = 2 (l₁ − l₀)/T_d and the reel brakes it smoothly,
    l̇ = v₀ (1 − S(t/T_d)), S(x) = 10x³ − 15x⁴ + 6x⁵, tracked with feed-forward;
 2. hold at the deployed length, T_d ≤ t < T_d + T_h;
-3. exponential retrieval to l_end, l_ref(t) = max(l₁ e^{−c n (t − T_d − T_h)}, l_end).
+3. exponential retrieval, l_ref(t) = l₁ e^{−c n (t − T_d − T_h)}, while l_ref > l_end;
+4. hold at l_end (l_ref = l_end).
 
-Phases 2 and 3 command the rate (u: logarithmic rate l̇/l)
+Phases 2–4 command the rate (u: logarithmic rate l̇/l)
 
     u     = −c n [retrieving] + k θ̇ + g n (θ − θ_e) − p n ln(l / l_ref)
     l̇_cmd = V tanh((l u + k_N (N_exit − N_rigid)) / V),        l̈ = (l̇_cmd − l̇) / τ
 
-with the hold's own gains (k_h, g_h, p_h) in phase 2: by default a length loop only (k_h = g_h = 0), because
+with the holds' own gains (k_h, g_h, p_h) in phases 2 and 4: by default a length loop only (k_h = g_h = 0), because
 damping a libration by the reel costs length (∫ k θ̇ dt = k Δθ: from 45° behind the vertical, e^{0.47} with
 k = 0.6); the retrieval's k > c damps it. The hold's steady offset is ln(l/l₁) = k_N ΔN / (p_h n l), ΔN the
 bias of N_exit against N_rigid (none for the rigid dumbbell; docs/tether.md §8).
@@ -23,9 +24,9 @@ sin 2θ_e = 4c/3, δθ̈ + 2 (k − c) n δθ̇ + (3 cos 2θ_e + 2g) n² δθ = 
 (the known instability of retrieval); k > c damps it, g stiffens it. The tension term is a series
 damper on the tether's axial (bounce) mode: N_rigid = μ l [(θ̇ + n)² − n² + 3 n² cos² θ] is the tension of
 a rigid dumbbell of reduced mass μ; a soft tether bounces about it, and without this term the bounce
-and the reel's rate changes drove the tether slack and the system tumbled (docs/tether.md §8). With the
-platform's own mass m_P given, μ becomes the tether-loaded μ' = m'_P (m'_M + ρ l/2)/(m'_P + m'_M + ρ l) (the
-tension a rigid massive tether holds at the platform; m' with the stored tether), which removes that bias.
+and the reel's rate changes drove the tether slack and the system tumbled (docs/tether.md §8). A massive
+tether holds a larger tension at the platform than this massless-tether reference, ΔN = 3 n² l (μ' − μ) with
+μ' = m'_P (m'_M + ρ l/2)/(m'_P + m'_M + ρ l) (m' with the stored tether): the source of the hold's offset.
 """
 
 from typing import NamedTuple
@@ -44,8 +45,7 @@ class ReelLaw(NamedTuple):
     l_start, l_deployed, l_end [m]: l₀, l₁ and the retrieval floor; t_deploy T_d, t_hold T_h [s];
     rate c (retrieval at c n); rate_gain k (on θ̇, s); angle_gain g (on n θ); length_gain p;
     tension_gain k_N [m/(s N)]; v_max V [m/s]; tau τ [s]; reduced_mass μ [kg] of the two end bodies;
-    hold_rate_gain k_h, hold_angle_gain g_h, hold_length_gain p_h: the hold's gains; platform_mass m_P [kg]
-    (0: the massless-tether reference μ)."""
+    hold_rate_gain k_h, hold_angle_gain g_h, hold_length_gain p_h: the holds' gains."""
     l_start: float
     l_deployed: float
     l_end: float
@@ -62,20 +62,18 @@ class ReelLaw(NamedTuple):
     hold_rate_gain: float = 0.0
     hold_angle_gain: float = 0.0
     hold_length_gain: float = 2.0
-    platform_mass: float = 0.0
 
 
 def reel_law(l_start=10.0, l_deployed=1000.0, l_end=50.0, t_deploy=1200.0, t_hold=2000.0, rate=0.3, rate_gain=0.6,
              angle_gain=0.5, length_gain=0.5, tension_gain=20.0, v_max=1.0, tau=30.0, reduced_mass=1.0,
-             hold_rate_gain=0.0, hold_angle_gain=0.0, hold_length_gain=2.0, platform_mass=0.0) -> ReelLaw:
+             hold_rate_gain=0.0, hold_angle_gain=0.0, hold_length_gain=2.0) -> ReelLaw:
     """Host-side builder with the defaults of docs/tether.md §8; ValueError naming the field for a
-    non-finite or non-positive value (gains and platform_mass may be 0), l_end ≥ l_deployed, l_start ≥
-    l_deployed, rate ≥ 3/4 (no retrieval equilibrium: sin 2θ_e = 4c/3 > 1), or 0 < platform_mass ≤ reduced_mass."""
+    non-finite or non-positive value (gains may be 0), l_end ≥ l_deployed, l_start ≥ l_deployed, or rate ≥ 3/4
+    (no retrieval equilibrium: sin 2θ_e = 4c/3 > 1)."""
     law = ReelLaw(l_start, l_deployed, l_end, t_deploy, t_hold, rate, rate_gain, angle_gain, length_gain,
-                  tension_gain, v_max, tau, reduced_mass, hold_rate_gain, hold_angle_gain, hold_length_gain,
-                  platform_mass)
+                  tension_gain, v_max, tau, reduced_mass, hold_rate_gain, hold_angle_gain, hold_length_gain)
     gains = ("t_hold", "rate", "rate_gain", "angle_gain", "length_gain", "tension_gain", "hold_rate_gain",
-             "hold_angle_gain", "hold_length_gain", "platform_mass")
+             "hold_angle_gain", "hold_length_gain")
     for name, value in law._asdict().items():
         if not np.isfinite(value) or value < 0 or (value == 0 and name not in gains):
             raise ValueError(f"reel_law: {name} = {value} must be finite and {'≥' if name in gains else '>'} 0")
@@ -85,8 +83,6 @@ def reel_law(l_start=10.0, l_deployed=1000.0, l_end=50.0, t_deploy=1200.0, t_hol
         raise ValueError(f"reel_law: l_end = {l_end} must be below l_deployed = {l_deployed}")
     if not rate < 0.75:
         raise ValueError(f"reel_law: rate = {rate} must be below 3/4 (sin 2θ_e = 4c/3 has no solution)")
-    if 0 < platform_mass <= reduced_mass:
-        raise ValueError(f"reel_law: platform_mass = {platform_mass} must exceed reduced_mass = {reduced_mass}")
     return law
 
 
@@ -123,28 +119,16 @@ def rigid_tension(n, reduced_mass, l, theta, theta_dot):
     return reduced_mass * l * ((theta_dot + n) ** 2 - n**2 + 3 * n**2 * jnp.cos(theta) ** 2)
 
 
-def loaded_reduced_mass(params: TetherParams, tether: TetherState, law: ReelLaw):
-    """μ' = m'_P (m'_M + ρ l/2)/(m'_P + m'_M + ρ l): the reduced mass for the tension at the platform's exit of
-    a rigid dumbbell with a massive tether (m'_P = m_P + ρ s_P, m'_M = m_M + ρ (L − s_M), m_M from μ and m_P);
-    `law.reduced_mass` when `law.platform_mass` is 0."""
-    m_P = jnp.maximum(law.platform_mass, 2 * law.reduced_mass)                   # a placeholder where unused
-    m_M = law.reduced_mass * m_P / (m_P - law.reduced_mass)                      # μ = m_P m_M/(m_P + m_M)
-    l = tether.s[1] - tether.s[0]
-    m_P, m_M = m_P + params.rho * tether.s[0], m_M + params.rho * (params.length - tether.s[1])
-    loaded = m_P * (m_M + params.rho * l / 2) / (m_P + m_M + params.rho * l)
-    return jnp.where(law.platform_mass > 0, loaded, law.reduced_mass)
-
-
 def commanded_rate(params: TetherParams, orbit: orb.OrbitParams, t, tether: TetherState, law: ReelLaw):
-    """l̇_cmd of phases 2–3 (module docstring): the hold's length loop, exponential retrieval with libration
+    """l̇_cmd of phases 2–4 (module docstring): the holds' length loop, exponential retrieval with libration
     damping, and the series damper on the exit tension N_exit (element 0, at the platform's reel)."""
     n = orb.mean_motion(orbit)
     l = tether.s[1] - tether.s[0]
     theta, _, theta_dot, _ = chord_libration(orbit, t, tether)
     elapsed = jnp.maximum(t - law.t_deploy - law.t_hold, 0.0)
-    holding = elapsed <= 0
     decay = law.l_deployed * jnp.exp(-law.rate * n * elapsed)                 # l₁ e^{−c n t_r}
-    retrieving = jnp.where((elapsed > 0) & (decay > law.l_end), 1.0, 0.0)
+    holding = (elapsed <= 0) | (decay <= law.l_end)                           # phases 2 and 4
+    retrieving = jnp.where(holding, 0.0, 1.0)
     theta_eq = retrieving * 0.5 * jnp.arcsin(4 * law.rate / 3)                   # sin 2θ_e = 4c/3
     k, g, p = (jnp.where(holding, hold, gain) for hold, gain in ((law.hold_rate_gain, law.rate_gain),
                                                                   (law.hold_angle_gain, law.angle_gain),
@@ -152,8 +136,8 @@ def commanded_rate(params: TetherParams, orbit: orb.OrbitParams, t, tether: Teth
     u = (-law.rate * n * retrieving + k * theta_dot + g * n * (theta - theta_eq)
          - p * n * jnp.log(l / jnp.maximum(decay, law.l_end)))
     eps, eps_dot, _ = element_strain(params, tether)
-    mu = loaded_reduced_mass(params, tether, law)
-    tension_error = element_tension(params, eps, eps_dot)[0] - rigid_tension(n, mu, l, theta, theta_dot)
+    rigid = rigid_tension(n, law.reduced_mass, l, theta, theta_dot)
+    tension_error = element_tension(params, eps, eps_dot)[0] - rigid
     return law.v_max * jnp.tanh((l * u + law.tension_gain * tension_error) / law.v_max)
 
 
