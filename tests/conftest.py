@@ -11,6 +11,15 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
 
 import jax
 
+# Compiled programs persist on disk across test modules, xdist workers and runs (the per-module
+# `jax.clear_caches()` below drops them from memory): a cold run reuses what earlier modules compiled.
+# JAXSOA_TEST_COMPILATION_CACHE="" turns it off.
+_CACHE = os.environ.get("JAXSOA_TEST_COMPILATION_CACHE",
+                        os.path.join(os.path.dirname(os.path.dirname(__file__)), ".pytest_cache", "jax"))
+if _CACHE:
+    jax.config.update("jax_compilation_cache_dir", _CACHE)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
