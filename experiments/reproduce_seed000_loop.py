@@ -107,7 +107,7 @@ def jaxsoa_rollouts(model, closure, tau, dt, n_steps, cases):
     """q, v (len(cases), n_steps + 1, 6) of RK4 rollouts, one per (q0, v0, α, β) in cases, one compile."""
     @jax.jit
     def rollout(q0, v0, alpha, beta):
-        return rollout_constrained(model, closure, q0, v0, lambda t, q, v: tau, dt, n_steps, baumgarte=(alpha, beta))
+        return rollout_constrained(model, q0, v0, lambda t, q, v: tau, closure, dt, n_steps, baumgarte=(alpha, beta))
 
     out = [rollout(*(jnp.asarray(x, jnp.float64) for x in case)) for case in cases]
     return np.array([np.asarray(o[0]) for o in out]), np.array([np.asarray(o[1]) for o in out])

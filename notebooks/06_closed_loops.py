@@ -91,7 +91,7 @@ DT, N_STEPS = 2e-3, 1000                     # 2 s, unforced
 
 
 rollout = jax.jit(lambda alpha, beta: jaxsoa.rollout_constrained(
-    model, closure, q0, v0, lambda t, q, v: jnp.zeros(3), DT, N_STEPS, baumgarte=(alpha, beta), impact=False))
+    model, q0, v0, lambda t, q, v: jnp.zeros(3), closure, DT, N_STEPS, baumgarte=(alpha, beta), impact=False))
 
 
 @jax.jit

@@ -429,7 +429,7 @@ def _integrators_cases():
         "integrators.rk4_step": on(functools.partial(integrators.rk4_step, dt=0.01), "tree", "q v tau"),
         "integrators.rollout": on(lambda m, q, v: integrators.rollout(m, q, v, control, 0.01, 3), "tree", "q v"),
         "integrators.rollout_constrained": with_closure(
-            lambda m, q, v, c: integrators.rollout_constrained(m, c, q, v, control, 0.01, 2), "q v", vmap=False),
+            lambda m, q, v, c: integrators.rollout_constrained(m, q, v, control, c, 0.01, 2), "q v", vmap=False),
         "integrators.rollout_steps": pure(
             lambda x: integrators.rollout_steps(lambda t, x, k: x + 0.1 * jnp.cos(t) * x, x, 0.1, 4), normal(3)),
         "integrators.rollout_switching": Case(

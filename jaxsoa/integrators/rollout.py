@@ -129,7 +129,7 @@ def rollout(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, checkp
 
 
 @entry_point(closure='closure', q0='q', v0='v', dt='dt', n_steps='steps')
-def rollout_constrained(model: Model, closure: LoopClosure, q0, v0, control, dt, n_steps, *, active=None,
+def rollout_constrained(model: Model, q0, v0, control, closure: LoopClosure, dt, n_steps, *, active=None,
                         impact=True, baumgarte=None, method="recursive", rcond=None, step=rk4_step,
                         checkpoint=False, control_at_stages=False, checks=False) -> Trajectory:
     """Rollout of the closed-loop dynamics (`forward_dynamics_constrained` with `baumgarte`, `method`,

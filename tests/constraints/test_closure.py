@@ -192,7 +192,7 @@ def four_bar_runs(fb):
 
     @jax.jit
     def run(q, v, alpha, beta):
-        qs, vs = rollout_constrained(model, closure, q, v, lambda t, q, v: zero, 1e-3, 10_000,
+        qs, vs = rollout_constrained(model, q, v, lambda t, q, v: zero, closure, 1e-3, 10_000,
                                      baumgarte=(alpha, beta), impact=False)
         energy = jax.vmap(lambda q, v: 0.5 * v @ jaxsoa.crba(model, q) @ v
                           + 9.81 * float(MASSES.sum()) * jaxsoa.center_of_mass(model, q)[1])(qs, vs)
@@ -420,7 +420,7 @@ def test_parallelogram_chain_through_singular_pose():
 
     theta0 = 0.3
     q0 = jnp.asarray([theta0, -theta0, theta0, -theta0, theta0])
-    run = jax.jit(lambda q, v: rollout_constrained(model, closure, q, v, lambda t, q, v: jnp.zeros(5), 2e-3, 400,
+    run = jax.jit(lambda q, v: rollout_constrained(model, q, v, lambda t, q, v: jnp.zeros(5), closure, 2e-3, 400,
                                                    baumgarte=(20.0, 20.0), impact=False))
     qs, vs = (np.asarray(x) for x in run(q0, v))
     errors = jax.jit(jax.vmap(lambda q: constraint_error(model, q, closure)))(qs)
@@ -491,7 +491,7 @@ def test_grasp_release_rollout_compiles_once():
     zero = jnp.zeros(3)
 
     def run(closure, active):
-        return rollout_constrained(model, closure, q0, v0, lambda t, q, v: zero, dt, n_steps, active=active,
+        return rollout_constrained(model, q0, v0, lambda t, q, v: zero, closure, dt, n_steps, active=active,
                                    baumgarte=(20.0, 20.0))
 
     counted, count = counting(run)

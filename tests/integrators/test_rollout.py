@@ -113,7 +113,7 @@ def test_rollout_constrained_matches_step_loop(chain):
     assert float(jnp.abs(constraint_error(chain, q0, closure)).max()) < 1e-12
     active = jnp.ones((n_steps, 1), bool).at[k1:k2].set(False)
     baumgarte = (20.0, 20.0)
-    result = jax.jit(lambda q, v: rollout_constrained(chain, closure, q, v, control, dt, n_steps, active=active,
+    result = jax.jit(lambda q, v: rollout_constrained(chain, q, v, control, closure, dt, n_steps, active=active,
                                                       baumgarte=baumgarte))(q0, v0)
 
     @jax.jit
