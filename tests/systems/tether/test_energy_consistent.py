@@ -10,7 +10,6 @@ experiments/tether_convergence.py (taut) and the slack deployment of tests/syste
 
 import dataclasses
 import itertools
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +17,6 @@ import numpy as np
 import pytest
 
 from experiments.tether_convergence import slack_case, spin_case
-from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.systems.tether import energy_consistent as ec
 from jaxsoa.systems.tether.fem import (
     elastic_energy,
@@ -33,23 +31,10 @@ from jaxsoa.systems.tether.fem import (
     transport_velocity,
 )
 from jaxsoa.systems.tether.reels import energy_rates, system_energy, system_momentum, tether_dynamics, tether_inputs
+from tests.helpers.tether import simulate
 from tests.helpers.trees import counting
 
 FORMULATIONS = ("nodal", "energy_consistent")
-
-
-@partial(jax.jit, static_argnames=("n_steps",))
-def simulate(params, inputs, state, dt, n_steps):
-    """RK4 rollout of the dumbbell with W = ∫ (reel − Carnot − viscous + strain) dt in the same RK4."""
-    def rhs(t, xw):
-        x, _ = xw
-        return tether_dynamics(params, x, inputs), energy_rates(params, x, inputs).total
-
-    def body(xw, _):
-        return ode_rk4_step(rhs, 0.0, xw, dt), None
-
-    (x, work), _ = jax.lax.scan(body, (state, jnp.zeros((), state.r.dtype)), None, length=n_steps)
-    return x, work
 
 
 def residual(params, inputs, state, dt, horizon):

@@ -9,7 +9,6 @@ the Kelvin–Voigt modal damping ratio α ω / 2, central finite differences, an
 """
 
 import dataclasses
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +16,6 @@ import numpy as np
 import pytest
 from jax.experimental import checkify
 
-from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.systems.tether.fem import (
     TetherState,
     check_tether_state,
@@ -36,21 +34,8 @@ from jaxsoa.systems.tether.reels import (
     tether_dynamics,
     tether_inputs,
 )
+from tests.helpers.tether import simulate
 from tests.helpers.trees import counting
-
-
-@partial(jax.jit, static_argnames=("n_steps",))
-def simulate(params, inputs, state, dt, n_steps):
-    """RK4 rollout of the dumbbell; also integrates W = ∫ (reel − Carnot − viscous + strain) dt."""
-    def rhs(t, xw):
-        x, _ = xw
-        return tether_dynamics(params, x, inputs), energy_rates(params, x, inputs).total
-
-    def body(xw, _):
-        return ode_rk4_step(rhs, 0.0, xw, dt), None
-
-    (x, work), _ = jax.lax.scan(body, (state, jnp.zeros((), state.r.dtype)), None, length=n_steps)
-    return x, work
 
 
 def simulate_chunks(params, inputs, state, dt, n_chunks, chunk=250):
