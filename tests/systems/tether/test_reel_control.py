@@ -23,7 +23,9 @@ MU = M_P * M_M / (M_P + M_M)
 
 @pytest.mark.parametrize(("field", "kwargs"), [("rate", dict(rate=0.8)), ("tau", dict(tau=0.0)),
                                                ("l_end", dict(l_end=2000.0)), ("v_max", dict(v_max=np.nan)),
-                                               ("tension_gain", dict(tension_gain=-1.0))])
+                                               ("tension_gain", dict(tension_gain=-1.0)),
+                                               ("hold_rate_gain", dict(hold_rate_gain=-0.1)),
+                                               ("hold_length_gain", dict(hold_length_gain=np.inf))])
 def test_builder_names_the_bad_field(field, kwargs):
     with pytest.raises(ValueError, match=field):
         rc.reel_law(**kwargs)
