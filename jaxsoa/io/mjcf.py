@@ -14,8 +14,8 @@ the loader reads only the compiled tree: `body_pos`/`body_quat`, `body_mass`/`bo
 * Joints: hinge → revolute, slide → prismatic, ball → spherical, free → free. A joint's `pos`
   (anchor) puts the link origin at the anchor; the body frame sits at −pos in the last link.
   A hinge or slide `ref` is folded into the placement, so q = qpos for those joints.
-* q and v therefore hold MuJoCo's joints in MuJoCo's order; `from_mujoco` / `to_mujoco` (and the
-  force and acceleration maps of `jaxsoa.io.mjcf_state`) convert the quaternion order and the
+* q and v therefore hold MuJoCo's joints in MuJoCo's order; `jaxsoa.io.mjcf_state.from_mujoco` /
+  `to_mujoco` (and the force and acceleration maps there) convert the quaternion order and the
   free-joint linear velocity (world frame in MuJoCo, body frame in jaxsoa).
 * Joint armature, damping, friction loss and springs are not part of a `Model`:
   `mjcf_joint_properties` returns them in v order (`JointProperties`) and
@@ -36,21 +36,11 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsoa.io.mjcf_state import (
-    JointProperties,
-    acceleration_from_mujoco,
-    acceleration_to_mujoco,
-    force_from_mujoco,
-    force_to_mujoco,
-    from_mujoco,
-    passive_force,
-    to_mujoco,
-)
+from jaxsoa.io.mjcf_state import JointProperties
 from jaxsoa.multibody.build import build_model
 from jaxsoa.multibody.joints import JointType
 
-__all__ = ["JointProperties", "acceleration_from_mujoco", "acceleration_to_mujoco", "force_from_mujoco",
-           "force_to_mujoco", "from_mujoco", "load_mjcf", "mjcf_joint_properties", "passive_force", "to_mujoco"]
+__all__ = ["load_mjcf", "mjcf_joint_properties"]
 
 INSTALL_HINT = "pip install 'jaxsoa[mjcf]' (or pip install 'mujoco>=3.2')"
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3                         # mujoco.mjtJoint
