@@ -3,15 +3,16 @@
 Walks the `__all__` of `jaxsoa` and of every subpackage (`PACKAGES`; a module without `__all__`
 contributes the public names it defines). Each public callable is either
 
-* a case of `CASES`: called eagerly and under `jax.jit` on a small system (a 4-link tree, its
-  free-floating variant, the closed-loop grasp of sims/dual_arm_grasp.py, a 4-element tether, the
-  tethered robot of sims/tethered_robot.py, the Stewart platform of sims/stewart_gas.py, a flexible
-  arm). A case with vmap axes runs as `jax.jit(jax.vmap(fn))` over a batch of two states (one
-  compilation), the others as `jax.jit(fn)`; the result must be a PyTree of arrays with the eager
-  result's structure and agree with the eager call at each state to 1e-12 (relative to
-  max(1, max |eager|), float64: the same operations, compiled as one program instead of
-  dispatched one by one). The cases in `SLOW` (each compiles for many seconds) carry the `slow`
-  marker;
+* a case of `CASES`: run on a small system (a 4-link tree, its free-floating variant, the
+  closed-loop grasp of sims/dual_arm_grasp.py, a 4-element tether, the tethered robot of
+  sims/tethered_robot.py, the Stewart platform of sims/stewart_gas.py, a flexible arm). A case with
+  vmap axes runs as `jax.jit(jax.vmap(fn))` over a batch of two states (one compilation) and must
+  agree with `jax.jit(fn)` at each state (the batching rules against the unbatched program; calling
+  such a case eagerly, one dispatched and compiled primitive at a time, cost 4-10x its two jits). A
+  case without vmap axes runs as `jax.jit(fn)` and must agree with the eager call. The result must
+  be a PyTree of arrays with the reference's structure and agree with it to 1e-12 (relative to
+  max(1, max |reference|), float64: the same operations, compiled differently). The cases in
+  `SLOW` (each compiles for many seconds) carry the `slow` marker;
 * a class of `TYPES`: an instance must be a registered PyTree of arrays (it passes through
   `jax.jit` unchanged);
 * or listed in `HOST_ONLY` with the reason (builders, validators raising `ValueError`, file I/O,
@@ -146,14 +147,16 @@ def sy():
 
 
 @pytest.fixture(scope="session")
-def eager(sy):
-    """eager(name, k=0): the eager result of case `name` at state k, computed once."""
-    cache = {}
+def reference(sy):
+    """reference(name, k=0): case `name` at state k, computed once: by `jax.jit(fn)` for a case with
+    vmap axes (one compilation serves both states), eagerly for the others (module docstring)."""
+    cache, jitted = {}, {}
 
     def result(name, k=0):
         if (name, k) not in cache:
             case = CASES[name]
-            cache[name, k] = case.fn(*case.args(sy, k))
+            fn = case.fn if case.in_axes is None else jitted.setdefault(name, jax.jit(case.fn))
+            cache[name, k] = fn(*case.args(sy, k))
         return cache[name, k]
 
     return result
@@ -805,7 +808,7 @@ SLOW = {f"{package}.{name}" for package, names in {
 }.items() for name in names.split()}
 
 
-# class -> an instance: the eager result of a case (its name) or made from the systems
+# class -> an instance: the reference result of a case (its name) or made from the systems
 TYPES = {
     "multibody.Model": lambda sy: sy.tree.model,
     "multibody.Traversal": lambda sy: sy.tree.model.traversal,
@@ -965,22 +968,22 @@ def _marked(names, slow):
 
 
 @pytest.mark.parametrize("name", _marked(CASES, lambda n: n in SLOW))
-def test_jit_matches_eager(name, sy, eager):
+def test_jit_and_vmap_match_the_reference(name, sy, reference):
     case = CASES[name]
     if case.in_axes is None:
-        assert_same(jax.jit(case.fn)(*case.args(sy, 0)), eager(name))
+        assert_same(jax.jit(case.fn)(*case.args(sy, 0)), reference(name))
         return
     args = [case.args(sy, k) for k in (0, 1)]
     batched = [a if axis is None else jax.tree_util.tree_map(lambda *x: jnp.stack(x), a, b)
                for axis, a, b in zip(case.in_axes, *args, strict=True)]
     out = jax.jit(jax.vmap(case.fn, in_axes=case.in_axes))(*batched)
     for k in (0, 1):
-        assert_same(jax.tree_util.tree_map(lambda x, k=k: x[k], out), eager(name, k))
+        assert_same(jax.tree_util.tree_map(lambda x, k=k: x[k], out), reference(name, k))
 
 
 @pytest.mark.parametrize("name", _marked(TYPES, lambda n: n in SLOW or TYPES[n] in SLOW))
-def test_types_are_registered_pytrees(name, sy, eager):
-    instance = eager(TYPES[name]) if isinstance(TYPES[name], str) else TYPES[name](sy)
+def test_types_are_registered_pytrees(name, sy, reference):
+    instance = reference(TYPES[name]) if isinstance(TYPES[name], str) else TYPES[name](sy)
     assert isinstance(instance, public_api()[name])
     out = jax.jit(lambda x: x)(instance)
     assert type(out) is type(instance)
