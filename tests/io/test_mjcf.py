@@ -419,7 +419,7 @@ def test_gradients_through_a_loaded_model(joints_model):
         return acceleration_to_mujoco(model, q, v, jaxsoa.aba(model, q, v, force_from_mujoco(model, qpos, qfrc)))
 
     # check_grads' float64 finite differences (eps 1e-6 for order 1) agree to its default 1e-5
-    check_grads(qacc, (qpos, qvel, qfrc), order=1, modes=("fwd", "rev"))
+    check_grads(jax.jit(qacc), (qpos, qvel, qfrc), order=1, modes=("fwd", "rev"))
 
 
 # --------------------------------------------------------------------------------------------- #
