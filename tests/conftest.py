@@ -8,6 +8,12 @@ import os
 # XLA's new CPU fusion emitters (JAX >= 0.10) compile our scans about twice as slowly and run
 # them slower (docs/benchmarks.md); results are identical. Set before JAX starts.
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+# XLA's backend optimisation (LLVM -O2 and its expensive passes) is most of a test's compile time and
+# little of its run time: tests, and the experiments and notebooks they start as subprocesses (which
+# inherit the environment), compile without it (docs/architecture.md, "Tests"); JAXSOA_TEST_OPTIMIZE=1
+# compiles as users do.
+if os.environ.get("JAXSOA_TEST_OPTIMIZE", "") != "1":
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
 
 import jax
 
@@ -20,10 +26,6 @@ if _CACHE:
     jax.config.update("jax_compilation_cache_dir", _CACHE)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-# XLA's backend optimisation (LLVM -O2 and its expensive passes) is most of a test's compile time and
-# little of its run time: tests compile without it (docs/architecture.md, "Tests"); JAXSOA_TEST_OPTIMIZE=1 compiles as
-# users do. Set in this process only: the experiments a test starts as subprocesses compile as usual.
-jax.config.update("jax_disable_most_optimizations", os.environ.get("JAXSOA_TEST_OPTIMIZE", "") != "1")
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
