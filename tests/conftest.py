@@ -34,6 +34,7 @@ import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
 
 import jaxsoa  # noqa: E402
+from tests.helpers.slow_by_duration import listed  # noqa: E402
 
 TEST_ROBOTS = ("panda", "ur5", "solo12")        # the reference robots: keys of jaxsoa.io.ROBOTS
 
@@ -64,3 +65,11 @@ def _release_compiled_programs():
     keeps every executable it compiled (several GB over the whole suite per xdist worker)."""
     yield
     jax.clear_caches()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks `slow` the tests of tests/slow_by_duration.txt (measured over 8 s cold on 2 cores)."""
+    slow = listed()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)

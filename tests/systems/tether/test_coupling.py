@@ -152,14 +152,14 @@ def test_coupled_step_is_fourth_order(coupled):
 def test_seed001_reproduction(tmp_path):
     from experiments import reproduce_seed001 as rep
 
-    rows = dict(rep.run(tmp_path, deploy=30.0, hold=10.0, retrieve=10.0, draws=1024, l_max=30.0, l_end=20.0))
+    rows = dict(rep.run(tmp_path, deploy=30.0, hold=10.0, retrieve=10.0, draws=256, l_max=30.0, l_end=20.0))
     start, deployed, _, _ = (float(x) for x in rows["deployed length: start / at T_d / max / end [m]"].split(" / "))
     assert start == pytest.approx(10.0) and abs(deployed - 30.0) < 1.0   # the ramp to l₁ = 30 m, tracked
     assert float(rows["peak tension, coupled run [mN]"]) > 0.0
     assert (tmp_path / "seed001_coupled.png").stat().st_size > 0
     assert (tmp_path / "seed001_dispersion.png").stat().st_size > 0
     assert (tmp_path / "seed001_table.md").stat().st_size > 0
-    assert rep.dispersion_chunk._cache_size() == 1               # all 1024 draws: one compiled vmapped call
+    assert rep.dispersion_chunk._cache_size() == 1               # all 256 draws: one compiled vmapped call
 
 
 @pytest.mark.slow            # two coupled runs (experiments/reproduce_seed001.py), one compile each
