@@ -68,7 +68,7 @@ def _release_compiled_programs():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Marks `slow` the tests of tests/slow_by_duration.txt (measured over 8 s cold on 2 cores)."""
+    """Marks `slow` the tests of tests/slow_by_duration.txt (measured over 6 s cold on 2 cores)."""
     slow = listed()
     for item in items:
         if item.nodeid in slow:

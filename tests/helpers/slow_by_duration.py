@@ -14,7 +14,7 @@ import pathlib
 import re
 import sys
 
-CAP = 8.0                      # seconds on 2 cores, cold compilation cache
+CAP = 6.0                      # seconds on 2 cores, cold compilation cache
 LISTING = pathlib.Path(__file__).parents[1] / "slow_by_duration.txt"
 HEADER = f"""# Tests marked `slow` by tests/conftest.py because they took more than {CAP:g} s (setup + call + teardown,
 # cold compilation cache, `-n 2` on 2 cores): seconds, then the test id. Regenerate with
