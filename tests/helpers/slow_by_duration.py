@@ -9,10 +9,10 @@ tests/conftest.py marks the listed tests `slow`, so the default developer run (`
 stays short while CI still runs everything.
 """
 
+import argparse
 import collections
 import pathlib
 import re
-import sys
 
 CAP = 6.0                      # seconds on 2 cores, cold compilation cache
 LISTING = pathlib.Path(__file__).parents[1] / "slow_by_duration.txt"
@@ -46,4 +46,9 @@ def main(log_path):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("log", help="a pytest log written with --durations=0")
+    log = parser.parse_args().log
+    if not pathlib.Path(log).is_file():
+        parser.error(f"argument log: no such file {log!r}")
+    main(log)
