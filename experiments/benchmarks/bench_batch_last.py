@@ -2,8 +2,9 @@
 
     .venv/bin/python -m experiments.benchmarks.bench_batch_last [--quick]
 
-Cases, per algorithm (RNEA, ABA) and batch: Pinocchio's `rneaInParallel` / `abaInParallel` with 2 threads
-(the anchor), jaxsoa's per-sample recursions under `jax.vmap` (`jit(vmap(lambda q, v, u: aba(m, q, v, u)))`,
+Cases, per algorithm (RNEA, ABA, CRBA) and batch: Pinocchio's `rneaInParallel` / `abaInParallel` with 2
+threads (the anchor; for CRBA, which Pinocchio does not batch, its C++ `crba` called per sample from a Python
+loop, one thread), jaxsoa's per-sample recursions under `jax.vmap` (`jit(vmap(lambda q, v, u: aba(m, q, v, u)))`,
 the core before the batch-last path) and the leading-batch call (`jit(lambda q, v, u: aba(m, q, v, u))` on
 (B, nq) arrays: the batch-last path). Rounds are interleaved (order reversed every other round) and the
 table gives the median of the per-round ratios to the anchor. `--devices 2` reruns the jaxsoa cases in a
@@ -104,7 +105,19 @@ def _pinocchio_cases(robot, batch):
         fn = getattr(pin, f"{algo}InParallel")
         return lambda: fn(2, pool, *args, out)
 
-    return {f"pinocchio {algo} 2t": call(algo) for algo in ("rnea", "aba")}
+    data, columns = pm.createData(), list(q)
+
+    def crba_loop():                  # no batched CRBA in Pinocchio: its C++ crba per sample, from Python
+        for q_i in columns:
+            pin.crba(pm, data, q_i)
+
+    return {**{f"pinocchio {algo} 2t": call(algo) for algo in ("rnea", "aba")}, "pinocchio crba loop": crba_loop}
+
+
+def anchor_of(name: str) -> str:
+    """The Pinocchio case a jaxsoa case is compared with."""
+    algo = name.split()[1].split("+")[0]
+    return "pinocchio crba loop" if algo == "crba" else f"pinocchio {algo} 2t"
 
 
 def _gradient_cases(model, q, v, u):
@@ -141,11 +154,11 @@ def _jax_cases(robot, batch, dtype_name, devices, gradients=False):
     q, v, u = (jnp.asarray(x, dtype) for x in inputs)
     cases, errors = {}, {}
     ref = bc.pin_reference(bc.pin_model(robot), *(x[0] for x in inputs))
-    for algo in ("rnea", "aba"):
+    for algo in ("rnea", "aba", "crba"):
         fn = getattr(jaxsoa, algo)
 
-        def leading(m, q, v, u, fn=fn):
-            return fn(m, q, v, u)
+        def leading(m, q, v, u, fn=fn, algo=algo):
+            return fn(m, q) if algo == "crba" else fn(m, q, v, u)
         per_sample = jax.vmap(leading, in_axes=(None, 0, 0, 0))     # per sample: the entry point sees (nq,)
         if devices > 1:
             mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), ("batch",))
@@ -198,12 +211,13 @@ def run(opts):
         cases = {**_pinocchio_cases(robot, batch), **jax_cases}
         times = interleaved(cases, opts.rounds, opts.target_s)
         for name, ts in times.items():
-            anchor = times[f"pinocchio {name.split()[1].split('+')[0]} 2t"]
+            anchor = times[anchor_of(name)]
             records.append({"robot": robot, "case": name, "batch": batch,
                             "dtype": dtype_name if "jaxsoa" in name else "float64",
-                            "devices": opts.devices if "jaxsoa" in name else "2 threads",
+                            "devices": opts.devices if "jaxsoa" in name else ("1 thread" if "loop" in name
+                                                                                else "2 threads"),
                             "per_sample_us": statistics.median(ts) / batch * 1e6,
-                            "ratio_to_pinocchio_2t": statistics.median(t / a for t, a in zip(ts, anchor, strict=True)),
+                            "ratio_to_pinocchio": statistics.median(t / a for t, a in zip(ts, anchor, strict=True)),
                             "rel_error_vs_pinocchio": errors.get(name)})
     for links in progress(opts.chain_links, desc="chains"):
         times = interleaved(_chain_cases(links, opts.dtypes[0], opts.batches[0]), opts.rounds, opts.target_s)
@@ -223,8 +237,8 @@ def main(argv=None):
                                 *(argv if argv is not None else sys.argv[1:])], env=env)
     records = run(opts)
     rows = [(r.get("robot", "chain"), r["case"], r.get("links"), r["batch"], r["dtype"], r["devices"],
-             r["per_sample_us"], r.get("ratio_to_pinocchio_2t"), r.get("rel_error_vs_pinocchio")) for r in records]
-    print(bc.md_table(["robot", "case", "links", "batch", "dtype", "devices", "µs/sample", "× Pinocchio 2t",
+             r["per_sample_us"], r.get("ratio_to_pinocchio"), r.get("rel_error_vs_pinocchio")) for r in records]
+    print(bc.md_table(["robot", "case", "links", "batch", "dtype", "devices", "µs/sample", "× Pinocchio",
                        "rel. error vs Pinocchio"], rows))
     out = opts.out or RESULTS / ("bench_batch_last.json" if opts.devices == 1 else
                                  f"bench_batch_last_{opts.devices}dev.json")

@@ -9,7 +9,7 @@ acceleration α_world = [0; −g]. Every pass goes through `jaxsoa.multibody.tra
 
 import jax.numpy as jnp
 
-from jaxsoa.algorithms import batch_last
+from jaxsoa.algorithms import batch_last, batch_last_crba
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.algorithms.kinematics import (
     forward_kinematics,
@@ -168,7 +168,7 @@ def composite_inertias(model: Model, q):
     return inward(model.traversal, step, (*joint_frames(model, q), I), jnp.zeros((6, 6), I.dtype))
 
 
-@entry_point(q='q')
+@entry_point(q='q', batched=BatchedPath(batch_last_crba.supports, batch_last_crba.crba))
 def crba(model: Model, q):
     """Joint-space mass matrix M(q) (nv, nv) from composite inertias (`composite_inertias`):
     M[i, j] = S_iᵀ Ic_j S_j in world axes for every link i on the path from j to the root

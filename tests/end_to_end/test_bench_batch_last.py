@@ -17,16 +17,17 @@ def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
     assert exit_info.value.code == 2 and len(err) == 1 and message in err[0] and "Traceback" not in err[0]
 
 
-@pytest.mark.slow            # compiles 4 programs (~1 min on 2 busy cores)
+@pytest.mark.slow            # compiles 6 programs (~1 min on 2 busy cores)
 def test_quick_run_writes_every_case(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert bench_batch_last.main(["--quick", "--out", str(out)]) == 0
     records = json.loads(out.read_text())["records"]
     cases = {r["case"] for r in records}
     assert cases == {f"{impl} {algo} {path}" for impl, path in (("jaxsoa", "vmap"), ("jaxsoa", "batch-last"))
-                     for algo in ("rnea", "aba")} | {"pinocchio rnea 2t", "pinocchio aba 2t"}
+                     for algo in ("rnea", "aba", "crba")} | {"pinocchio rnea 2t", "pinocchio aba 2t",
+                                                             "pinocchio crba loop"}
     for r in records:
-        assert r["per_sample_us"] > 0 and r["ratio_to_pinocchio_2t"] > 0
+        assert r["per_sample_us"] > 0 and r["ratio_to_pinocchio"] > 0
         if r["case"].startswith("jaxsoa"):
             assert r["rel_error_vs_pinocchio"] < 1e-5               # float32 against float64 Pinocchio
     assert f"wrote {out}" in capsys.readouterr().out

@@ -1,0 +1,103 @@
+"""CRBA, composite inertias and world placements on the batch-last layout
+(`jaxsoa.multibody.batch_last`): the path a leading-batch call `crba(model, q[B, nq])` takes when
+every joint is fixed, revolute, prismatic or free (anywhere in the tree: `supports`).
+
+Same equations as `jaxsoa.algorithms.dynamics.crba`: composite inertias by an inward pass, world
+placements by an outward pass, then all joint-space columns at once: column c (link l_c, motion
+subspace column s_c in the link frame) gives S_w,c = X_world_l s_c and F_w,c = X*_world_l Ic_l s_c,
+and M[i, j] = S_w,iᵀ F_w,j where link l_i lies on the path from l_j to the root (masked by the
+path matrix), mirrored, plus the armature on the diagonal.
+
+Shapes: q (B, nq); results M (B, nv, nv), composite inertias (n, 21, B) and world placements
+(n, 12, B) in depth order. The topology stays traced (one compile for every tree with these joint
+types).
+"""
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsoa.algorithms import batch_last_frames as fr
+from jaxsoa.multibody import batch_last as bl
+from jaxsoa.multibody.arguments import SHAPES, batch_shape
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.traversal import path_matrix
+from jaxsoa.spatial import batch_last as sp
+
+IDENTITY_PLACEMENT = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]      # R = 1 (row-major), p = 0
+FREE_SPATIAL_INDEX = (3, 4, 5, 0, 1, 2)      # a free joint's v = [linear; angular] -> spatial [angular; linear]
+
+
+def supports(model: Model) -> bool:
+    """Whether the batch-last CRBA handles `model`: every joint fixed, revolute, prismatic or free
+    (a free joint need not be a root here)."""
+    return all(JointType(t) in fr.HANDLED for t in model.joint_types)
+
+
+def composite_inertias(model: Model, d: fr.LinkData, R, p, batch: int):
+    """(n, 21, B) composite inertia of each link's subtree in the link frame, depth order:
+    Ic = I + Σ_c X* Ic_c X⁻¹ (R, p: `batch_last_frames.joint_frames`)."""
+    def step(t, live, children):              # Ic_t = I_t + Σ_c up_c;  up_t = X* Ic_t X⁻¹ (rotate, then translate)
+        Ic = bl.stage(live, lambda c, t: sp.add(bl.read_rows(d.inertia, t), c), children, t)
+        T = bl.stage(live, lambda I, t: sp.rotate_inertia_left(bl.read_rows(R, t), I), Ic, t)
+        rotated = bl.stage(live, lambda T, t: sp.rotate_inertia_right(T, bl.read_rows(R, t)), T, t)
+        return sp.translate_inertia(bl.read_rows(p, t), rotated), jnp.stack(Ic)
+
+    return bl.inward(model.traversal, step, 21, batch, R.dtype)[1]
+
+
+def world_placements(model: Model, R, p, batch: int):
+    """(n, 12, B) X_world_link of every link in depth order: R_world_link (9 entries, row-major),
+    then p_world_link (3): R_w = R_w,parent R;  p_w = p_w,parent + R_w,parent p."""
+    def step(t, live, parent):
+        def f(parent, t):
+            R_world_parent, p_world_parent = parent[:9], parent[9:]
+            return (sp.mat_mul(R_world_parent, bl.read_rows(R, t))
+                    + sp.add(p_world_parent, sp.mat_vec(R_world_parent, bl.read_rows(p, t))))
+        placement = bl.stage(live, f, parent, t)
+        return placement, jnp.stack(placement)
+
+    return bl.outward(model.traversal, step, IDENTITY_PLACEMENT, batch, R.dtype)
+
+
+def _columns(model: Model):
+    """Static (nv,) storage link of each v column, and (nv, 6) spatial unit vectors of the free
+    joints' columns (zero rows for the 1-DoF columns, whose subspace is the link's S)."""
+    links = np.zeros(model.nv, np.int32)
+    scalar = np.flatnonzero(fr.link_slots(model, "v") < model.nv)
+    links[np.asarray(model.idx_v)[scalar]] = scalar
+    units = np.zeros((model.nv, 6))
+    for link, columns in zip(fr.free_links(model), model.v_columns(JointType.FREE), strict=True):
+        links[columns] = link
+        units[columns, FREE_SPATIAL_INDEX] = 1.0
+    return links, units
+
+
+def crba(model: Model, q):
+    """Joint-space mass matrices M(q) of a batch, (B, nv, nv) (module docstring)."""
+    lead = batch_shape("q", q.shape, SHAPES["q"](model))
+    if len(lead) != 1:
+        raise ValueError(f"argument 'q' has shape {tuple(q.shape)}: expected one leading batch axis")
+    trav, d, batch = model.traversal, fr.link_data(model), q.shape[0]
+    R, p = fr.joint_frames(model, d, q, fr.scalar_coordinates(model, q)[0])
+    Ic = composite_inertias(model, d, R, p, batch)
+    W = world_placements(model, R, p, batch)
+    links, units = _columns(model)
+    positions = trav.inverse_order[links]                                        # (nv,) depth positions
+    is_free = jnp.asarray(units.any(axis=1))[:, None]
+    S_columns = jnp.where(is_free, jnp.asarray(units, q.dtype), d.S[positions, :, 0])      # (nv, 6) link frame
+
+    def world_columns(S, W_c, Ic_c):          # S_w = X_world_link s;  F_w = X*_world_link (Ic s)
+        R_w, p_w = W_c[:9], W_c[9:]
+        angular = sp.mat_vec(R_w, S[:3])
+        S_world = angular + sp.add(sp.mat_vec(R_w, S[3:]), sp.cross(p_w, angular))
+        return S_world + sp.act_force(R_w, p_w, sp.inertia_vec(Ic_c, S))
+    r = bl.stage(trav.order[0] >= 0, world_columns, bl.rows(S_columns.T[..., None]),
+                 bl.components(W[positions]), bl.components(Ic[positions]))
+    S_world, F_world = jnp.stack(r[:6]), jnp.stack(r[6:])                       # (6, nv, B)
+    G = jnp.sum(S_world[:, :, None] * F_world[:, None, :], axis=0)               # (nv, nv, B): S_w,iᵀ F_w,j
+    P = path_matrix(trav)[links][:, links]                                        # l_i on the path of l_j
+    strict = P & jnp.asarray(links[:, None] != links[None, :])
+    M = jnp.where(P[..., None], G, jnp.where(strict.T[..., None], jnp.swapaxes(G, 0, 1), 0.0))
+    return jnp.moveaxis(M, -1, 0) + jnp.diag(model.armature)[None]              # + rotor inertia
+
