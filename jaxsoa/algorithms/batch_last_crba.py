@@ -95,9 +95,9 @@ def crba(model: Model, q):
     r = bl.stage(trav.order[0] >= 0, world_columns, bl.rows(S_columns.T[..., None]),
                  bl.components(W[positions]), bl.components(Ic[positions]))
     S_world, F_world = jnp.stack(r[:6]), jnp.stack(r[6:])                       # (6, nv, B)
-    G = jnp.sum(S_world[:, :, None] * F_world[:, None, :], axis=0)               # (nv, nv, B): S_w,iᵀ F_w,j
+    G = jnp.einsum("kib,kjb->bij", S_world, F_world)                            # (B, nv, nv): S_w,iᵀ F_w,j
     P = path_matrix(trav)[links][:, links]                                        # l_i on the path of l_j
     strict = P & jnp.asarray(links[:, None] != links[None, :])
-    M = jnp.where(P[..., None], G, jnp.where(strict.T[..., None], jnp.swapaxes(G, 0, 1), 0.0))
-    return jnp.moveaxis(M, -1, 0) + jnp.diag(model.armature)[None]              # + rotor inertia
+    M = jnp.where(P, G, jnp.where(strict.T, jnp.swapaxes(G, 1, 2), 0.0))
+    return M + jnp.diag(model.armature)                                           # + rotor inertia
 
