@@ -99,5 +99,5 @@ def crba(model: Model, q):
     P = path_matrix(trav)[links][:, links]                                        # l_i on the path of l_j
     strict = P & jnp.asarray(links[:, None] != links[None, :])
     M = jnp.where(P, G, jnp.where(strict.T, jnp.swapaxes(G, 1, 2), 0.0))
-    return M + jnp.diag(model.armature)                                           # + rotor inertia
+    return M + jnp.diag(model.armature)[None]                                     # + rotor inertia
 

@@ -191,8 +191,12 @@ def test_leading_batch_equals_vmap(models):
     # a free-flyer tree of 1-DoF joints: the leading batch runs the batch-last core, `vmap` the per-sample
     # recursions; the same equations in another evaluation order agree to float64 round-off
     np.testing.assert_allclose(batched, mapped, rtol=1e-12, atol=1e-12)
-    crba = jax.jit(jaxsoa.crba)(model, q)                          # no batch-last CRBA: the per-sample path
-    np.testing.assert_array_equal(crba, jax.jit(jax.vmap(jaxsoa.crba, (None, 0)))(model, q))
+    crba = jax.jit(jaxsoa.crba)(model, q)                          # the batch-last CRBA: round-off again
+    np.testing.assert_allclose(crba, jax.jit(jax.vmap(jaxsoa.crba, (None, 0)))(model, q), rtol=1e-12, atol=1e-12)
+    placements = jax.jit(jaxsoa.forward_kinematics)(model, q)     # no batch-last path: vmap of the per-sample code
+    mapped = jax.jit(jax.vmap(jaxsoa.forward_kinematics, (None, 0)))(model, q)
+    for x, y in zip(jax.tree.leaves(placements), jax.tree.leaves(mapped), strict=True):
+        np.testing.assert_array_equal(x, y)
     grid = jax.eval_shape(jaxsoa.crba, model, q.reshape(5, 1, model.nq))       # two leading axes
     assert grid.shape == (5, 1, model.nv, model.nv)
     result = jax.eval_shape(jaxsoa.rnea_free_floating, model, q, v, jnp.zeros(model.nv - 6))
