@@ -8,9 +8,11 @@ loop, one thread), jaxsoa's per-sample recursions under `jax.vmap` (`jit(vmap(la
 the core before the batch-last path) and the leading-batch call (`jit(lambda q, v, u: aba(m, q, v, u))` on
 (B, nq) arrays: the batch-last path). Rounds are interleaved (order reversed every other round) and the
 table gives the median of the per-round ratios to the anchor. `--devices 2` reruns the jaxsoa cases in a
-subprocess with two XLA host devices, the batch split by `shard_map`. `--gradients` adds value+grad of
-an ABA loss w.r.t. (q, v, τ) (the adjoint) on both paths. `--chain-links` times the
-leading-batch RNEA and ABA on revolute chains of those lengths (per-sample time against n).
+subprocess with two XLA host devices, the batch split by `shard_map`. XLA's CPU fusion emitters are
+turned off (`--xla_cpu_use_fusion_emitters=false`, docs/benchmarks.md) unless XLA_FLAGS already sets
+them. `--gradients` adds value+grad of an ABA loss w.r.t. (q, v, τ) (the adjoint) on both paths.
+`--chain-links` times the leading-batch RNEA and ABA on revolute chains of those lengths (per-sample
+time against n).
 """
 
 import argparse
@@ -230,6 +232,8 @@ def run(opts):
 def main(argv=None):
     start = time.perf_counter()
     opts = parse_args(argv)
+    if "--xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):    # before JAX starts: as the suite
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false").strip()
     if opts.devices > 1 and f"device_count={opts.devices}" not in os.environ.get("XLA_FLAGS", ""):
         env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
                                            f" --xla_force_host_platform_device_count={opts.devices}").strip()}

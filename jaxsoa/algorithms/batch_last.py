@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.multibody import batch_last as bl
-from jaxsoa.multibody.arguments import SHAPES, batch_shape, nan_unless
+from jaxsoa.multibody.arguments import nan_unless
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.spatial import batch_last as sp
@@ -24,25 +24,9 @@ from jaxsoa.spatial import batch_last as sp
 supports = fr.supports
 
 
-def _check_batch(model: Model, **states):
-    """Each state (B, ...) with one leading batch axis, the same B for all and the model's trailing
-    shape (ValueError naming the argument); `None` states are skipped. Called directly (not through
-    `jaxsoa.rnea` / `jaxsoa.aba`, which check and reshape first), these functions need the batch axis."""
-    sizes = {}
-    for name, (kind, value) in states.items():
-        if value is None:
-            continue
-        lead = batch_shape(name, value.shape, SHAPES[kind](model))
-        if len(lead) != 1:
-            raise ValueError(f"argument '{name}' has shape {tuple(value.shape)}: expected one leading batch axis")
-        sizes[name] = lead[0]
-    if len(set(sizes.values())) > 1:
-        raise ValueError(f"batched arguments have different batch sizes {sizes}")
-
-
 def rnea(model: Model, q, v, a, f_ext=None):
     """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext on batches: (B, nv)."""
-    _check_batch(model, q=("q", q), v=("v", v), a=("v", a), f_ext=("f_ext", f_ext))
+    fr.check_batch(model, q=("q", q), v=("v", v), a=("v", a), f_ext=("f_ext", f_ext))
     trav, d, batch = model.traversal, fr.link_data(model), q.shape[0]
     q_links, v_links, a_links = fr.scalar_coordinates(model, q, v, a)
     R, p = fr.joint_frames(model, d, q, q_links)
@@ -184,5 +168,5 @@ _aba_adjoint = adjoint_forward_dynamics(_aba_recursion, rnea)
 def aba(model: Model, q, v, tau, f_ext=None):
     """Batched forward dynamics (B, nv), differentiated by its adjoint (`jaxsoa.algorithms.adjoint`)
     on the batch-last RNEA and ABA."""
-    _check_batch(model, q=("q", q), v=("v", v), tau=("v", tau), f_ext=("f_ext", f_ext))
+    fr.check_batch(model, q=("q", q), v=("v", v), tau=("v", tau), f_ext=("f_ext", f_ext))
     return _aba_adjoint(model, q, v, tau, f_ext)

@@ -18,7 +18,6 @@ import numpy as np
 
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.multibody import batch_last as bl
-from jaxsoa.multibody.arguments import SHAPES, batch_shape
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import path_matrix
@@ -75,9 +74,7 @@ def _columns(model: Model):
 
 def crba(model: Model, q):
     """Joint-space mass matrices M(q) of a batch, (B, nv, nv) (module docstring)."""
-    lead = batch_shape("q", q.shape, SHAPES["q"](model))
-    if len(lead) != 1:
-        raise ValueError(f"argument 'q' has shape {tuple(q.shape)}: expected one leading batch axis")
+    fr.check_batch(model, q=("q", q))
     trav, d, batch = model.traversal, fr.link_data(model), q.shape[0]
     R, p = fr.joint_frames(model, d, q, fr.scalar_coordinates(model, q)[0])
     Ic = composite_inertias(model, d, R, p, batch)

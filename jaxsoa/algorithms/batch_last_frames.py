@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.multibody import batch_last as bl
+from jaxsoa.multibody.arguments import SHAPES, batch_shape
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model, link_inertia, link_placement
 from jaxsoa.spatial import batch_last as sp
@@ -32,6 +33,23 @@ def supports(model: Model) -> bool:
     if isinstance(model.parent, jax.core.Tracer):
         return True
     return bool(np.all(np.asarray(model.parent)[free_links(model)] < 0))
+
+
+def check_batch(model: Model, **states):
+    """Each state (B, ...) with one leading batch axis, the same B for all and the model's trailing
+    shape (ValueError naming the argument); `None` states are skipped. Called directly (not through
+    the entry points `jaxsoa.rnea` / `aba` / `crba`, which check and reshape first), the batch-last
+    functions need the batch axis."""
+    sizes = {}
+    for name, (kind, value) in states.items():
+        if value is None:
+            continue
+        lead = batch_shape(name, value.shape, SHAPES[kind](model))
+        if len(lead) != 1:
+            raise ValueError(f"argument '{name}' has shape {tuple(value.shape)}: expected one leading batch axis")
+        sizes[name] = lead[0]
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"batched arguments have different batch sizes {sizes}")
 
 
 class LinkData(NamedTuple):
