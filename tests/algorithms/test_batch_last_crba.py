@@ -114,6 +114,10 @@ def test_direct_call_checks_its_batch_and_spherical_joints_keep_the_per_sample_p
         batch_last_crba.crba(panda, q[:, :-1])
     with pytest.raises(ValueError, match="one leading batch axis"):
         batch_last_crba.crba(panda, q[0])
+    with pytest.raises(ValueError, match="'q'"):                   # the entry point, batched: before dispatch
+        jaxsoa.crba(panda, q[:, :-1])
+    with pytest.raises((TypeError, ValueError), match="'q'"):
+        jaxsoa.crba(panda, jnp.zeros((3, panda.nq), jnp.int32))
     rng = np.random.default_rng(9)
     spherical = build_jaxsoa(random_tree(rng, 4, link_types=(JointType.REVOLUTE, JointType.SPHERICAL,
                                                                JointType.PRISMATIC, JointType.SPHERICAL)))
