@@ -636,6 +636,10 @@ def _systems_cases():
         "systems.orbit.gravity_gradient_wrenches": Case(orbit.gravity_gradient_wrenches,
                                                         lambda sy, k: (sy.tree.model, sy.orbit, time(sy, k),
                                                                        sy.tree.states[k]["q"]), (None, None, 0, 0)),
+        "systems.orbit.gravity_gradient_wrenches_at": Case(
+            orbit.gravity_gradient_wrenches_at, lambda sy, k: (
+                sy.tree.model, sy.orbit, time(sy, k), jaxsoa.forward_kinematics(sy.tree.model, sy.tree.states[k]["q"])),
+            (None, None, 0, 0)),
         "systems.orbit.libration_angles": on_orbit(orbit.libration_angles, r3),
         "systems.orbit.lvlh_acceleration": on_orbit(orbit.lvlh_acceleration, r3, v3),
         "systems.orbit.lvlh_rotation": on_orbit(orbit.lvlh_rotation),
@@ -794,7 +798,7 @@ SLOW = {f"{package}.{name}" for package, names in {
         forward_dynamics_driven forward_dynamics_modal forward_dynamics_reduced inverse_dynamics
         mechanical_energy modal_bias modal_driven_dynamics modal_energy modal_mass_matrix
         modal_tip_deflection natural_frequencies rotating_frequencies tip_position""",
-    "systems.orbit": """eci_to_orbital gravity_gradient_rate gravity_gradient_wrenches""",
+    "systems.orbit": """eci_to_orbital gravity_gradient_rate gravity_gradient_wrenches gravity_gradient_wrenches_at""",
     "systems.stewart": """StewartParams check_pose forward_dynamics gas_springs generalized_forces inverse_dynamics
         inverse_dynamics_light_leg jacobian leg_lengths leg_motion path_state platform_wrench
         pose_status simulate task_space_mass_matrix without_leg_inertia""",

@@ -157,9 +157,15 @@ def joint_jacobians(model: Model, q, reference="world"):
     reference: "world" (at the world origin, world axes), "local" (link frame) or
     "local_world_aligned" (link origin, world axes) — Pinocchio's ReferenceFrame names.
     """
+    return joint_jacobians_at(model, forward_kinematics(model, q), reference)
+
+
+def joint_jacobians_at(model: Model, placements: LinkPlacements, reference="world"):
+    """`joint_jacobians` at placements already computed by `forward_kinematics(model, q)` (one
+    outward pass shared with the caller's other uses of them)."""
     if reference not in ("world", "local", "local_world_aligned"):
         raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
-    R_world_link, p_world_link = forward_kinematics(model, q)
+    R_world_link, p_world_link = placements
     S_world = mat_mul(motion_transform(R_world_link, p_world_link), motion_subspaces(model))  # (n, 6, d)
     P = path_matrix(model.traversal).astype(S_world.dtype)        # J_k = Σ_{j on path of k} X_world_j S_j
     J_world = from_slots(model, P.T[:, None, :, None] * jnp.transpose(S_world, (1, 0, 2))[None])  # (n, 6, nv)

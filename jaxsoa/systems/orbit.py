@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from jaxsoa.algorithms.kinematics import forward_kinematics
+from jaxsoa.algorithms.kinematics import LinkPlacements, forward_kinematics
 from jaxsoa.multibody.model import Model, link_inertia
 
 EARTH_MU = 3.986004418e14        # m³/s², Earth's gravitational parameter
@@ -122,7 +122,12 @@ def gravity_gradient_wrenches(model: Model, orbit: OrbitParams, t, q):
     """Gravity-gradient wrench on every link as jaxsoa's f_ext (n, 6) `[moment; force]`, link
     frames, about the link origins; the model's world frame is the orbital frame. Per link, with c
     its centre of mass: F = −m (μ/R³) A_f c, moment about c 3 (μ/R³) i × (J i), shifted to the origin."""
-    R_orbital_link, p_orbital_link = forward_kinematics(model, q)
+    return gravity_gradient_wrenches_at(model, orbit, t, forward_kinematics(model, q))
+
+
+def gravity_gradient_wrenches_at(model: Model, orbit: OrbitParams, t, placements: LinkPlacements):
+    """`gravity_gradient_wrenches` at placements already computed by `forward_kinematics(model, q)`."""
+    R_orbital_link, p_orbital_link = placements
     mass, com, inertia_com = link_inertia(model)
     c_orbital = p_orbital_link + jnp.einsum("kij,kj->ki", R_orbital_link, com)
     force_orbital = mass[:, None] * gravity_gradient_acceleration(orbit, t, c_orbital)

@@ -26,9 +26,8 @@ from jaxsoa.algorithms.free_floating import aba_free_floating
 from jaxsoa.algorithms.kinematics import (
     center_of_mass,
     forward_kinematics,
-    frame_jacobian,
-    link_accelerations,
-    link_velocities,
+    joint_jacobians_at,
+    link_motion,
     spatial_momentum,
 )
 from jaxsoa.integrators.steps import ode_rk4_step
@@ -97,18 +96,23 @@ def _bodies(system: TetheredRobot, state: TetheredRobotState):
 
 def exit_point(model: Model, q, v, link, offset) -> ExitPoint:
     """The point `offset` (3,) of `link`: v_C = R (v + ω × c), J_C = R (J_lin − [c]× J_ang)."""
-    R, p = forward_kinematics(model, q)
-    J = frame_jacobian(model, q, link, "local")
+    return _exit_point_at(model, forward_kinematics(model, q), v, link, offset)
+
+
+def _exit_point_at(model: Model, placements, v, link, offset) -> ExitPoint:
+    """`exit_point` at the placements (R, p) (n, 3, 3), (n, 3) of `forward_kinematics`."""
+    R, p = placements
+    J = joint_jacobians_at(model, placements, "local")[link]
     J_point = R[link] @ (J[3:] - skew(offset) @ J[:3])
     return ExitPoint(p[link] + R[link] @ offset, J_point @ v, J_point)
 
 
-def _point_acceleration(model, q, v, a, link, offset):
-    """a_C = R (a + α × c + ω × (v + ω × c)) from link spatial velocity / acceleration (local)."""
-    R, _ = forward_kinematics(model, q)
-    vel, acc = link_velocities(model, q, v)[link], link_accelerations(model, q, v, a)[link]
+def _point_acceleration(model, q, v, a, link, offset, R_link):
+    """a_C = R (a + α × c + ω × (v + ω × c)) from the link's spatial velocity / acceleration (local, one
+    motion pass); R_link (3, 3) the link's orientation."""
+    vel, acc = (x[link] for x in link_motion(model, q, v, a, jnp.zeros(6, v.dtype)))
     omega, lin = vel[:3], vel[3:]
-    return R[link] @ (acc[3:] + jnp.cross(acc[:3], offset) + jnp.cross(omega, lin + jnp.cross(omega, offset)))
+    return R_link @ (acc[3:] + jnp.cross(acc[:3], offset) + jnp.cross(omega, lin + jnp.cross(omega, offset)))
 
 
 def _point_force(model, link, offset, force_link):
@@ -117,13 +121,23 @@ def _point_force(model, link, offset, force_link):
     return f.at[link].set(jnp.concatenate([jnp.cross(offset, force_link), force_link]))
 
 
+def _exit_points(system: TetheredRobot, state: TetheredRobotState, placements=None):
+    """[ExitPoint of C_P, ExitPoint of C_M]; placements: the bodies' `forward_kinematics` if computed."""
+    placements = placements or [forward_kinematics(m, q) for m, q, _ in _bodies(system, state)]
+    return [_exit_point_at(m, X, v, link, c) for (m, _, v), X, link, c
+            in zip(_bodies(system, state), placements, system.exit_links, system.exit_offsets, strict=True)]
+
+
+def _on_exit_points(tether: TetherState, ends) -> TetherState:
+    """The tether state with its end nodes at the exit points `ends`."""
+    r = tether.r.at[0].set(ends[0].position).at[-1].set(ends[1].position)
+    v = tether.v.at[0].set(ends[0].velocity).at[-1].set(ends[1].velocity)
+    return dataclasses.replace(tether, r=r, v=v)
+
+
 def with_exit_nodes(system: TetheredRobot, state: TetheredRobotState) -> TetherState:
     """The tether state with its end nodes placed at the bodies' exit points C_P, C_M."""
-    ends = [exit_point(m, q, v, link, c) for (m, q, v), link, c
-            in zip(_bodies(system, state), system.exit_links, system.exit_offsets, strict=True)]
-    r = state.tether.r.at[0].set(ends[0].position).at[-1].set(ends[1].position)
-    v = state.tether.v.at[0].set(ends[0].velocity).at[-1].set(ends[1].velocity)
-    return dataclasses.replace(state.tether, r=r, v=v)
+    return _on_exit_points(state.tether, _exit_points(system, state))
 
 
 def stored_mass(system: TetheredRobot, tether: TetherState):
@@ -135,24 +149,31 @@ def forward_dynamics_coupled(system: TetheredRobot, t, state: TetheredRobotState
                              q_ref) -> CoupledAccelerations:
     """Accelerations of bodies, tether nodes and reels at time t (module docstring). q_ref:
     (joints_P, joints_M) the PD references of the joints after each root."""
-    tether = with_exit_nodes(system, state)
+    placements = [forward_kinematics(m, q) for m, q, _ in _bodies(system, state)]    # X_world_link per body
+    ends = _exit_points(system, state, placements)
+    tether = _on_exit_points(state.tether, ends)
     ext = None if system.orbit is None else (lambda r: orb.gravity_gradient_acceleration(system.orbit, t, r))
     cpl = end_coupling(system.tether, tether, inputs, ext)
     m_stored = stored_mass(system, tether)
     force = cpl.force if ext is None else cpl.force + m_stored[:, None] * ext(tether.r[jnp.array([0, -1])])
     mass = cpl.mass + jnp.diag(m_stored)                                   # F_e = f_e − Σ_f m_ef a_f
     a0, gains, responses = [], [], []
-    for (model, q, v), link, c, ref in zip(_bodies(system, state), system.exit_links, system.exit_offsets, q_ref,
-                                           strict=True):
+    for (model, q, v), X, link, c, ref, end in zip(_bodies(system, state), placements, system.exit_links,
+                                                   system.exit_offsets, q_ref, ends, strict=True):
         tau = -system.gains[0] * (q[7:] - ref) - system.gains[1] * v[6:]
-        f_ext = None if system.orbit is None else orb.gravity_gradient_wrenches(model, system.orbit, t, q)
-        qdd0 = aba_free_floating(model, q, v, tau, f_ext)                   # no tether force
-        R_link = forward_kinematics(model, q)[0][link]
-        unit = jax.vmap(lambda F, model=model, link=link, c=c, R=R_link, q=q: aba_free_floating(
-            model, q, jnp.zeros_like(F, shape=model.nv), jnp.zeros(model.nv - 6, F.dtype),
-            _point_force(model, link, c, R.T @ F)))(jnp.eye(3, dtype=q.dtype))    # M⁻¹ J_Cᵀ e_k (3, nv)
-        a0.append(_point_acceleration(model, q, v, qdd0, link, c))
-        gains.append(exit_point(model, q, v, link, c).jacobian @ unit.T)       # G = J_C M⁻¹ J_Cᵀ
+        f_ext = (jnp.zeros((model.n_links, 6), v.dtype) if system.orbit is None
+                 else orb.gravity_gradient_wrenches_at(model, system.orbit, t, X))
+        R_link = X[0][link]
+        # one vmapped ABA: column 0 without the tether force, columns 1-3 at rest under unit forces at C
+        unit_forces = jax.vmap(lambda F, model=model, link=link, c=c, R=R_link: _point_force(model, link, c, R.T @ F))(
+            jnp.eye(3, dtype=q.dtype))
+        at_rest = jnp.zeros((3, model.nv), v.dtype)
+        qdd = jax.vmap(lambda v_k, tau_k, f_k, model=model, q=q: aba_free_floating(model, q, v_k, tau_k, f_k))(
+            jnp.concatenate([v[None], at_rest]), jnp.concatenate([tau[None], at_rest[:, 6:]]),
+            jnp.concatenate([f_ext[None], unit_forces]))
+        qdd0, unit = qdd[0], qdd[1:]                                        # q̈ free, M⁻¹ J_Cᵀ e_k (3, nv)
+        a0.append(_point_acceleration(model, q, v, qdd0, link, c, R_link))
+        gains.append(end.jacobian @ unit.T)                                 # G = J_C M⁻¹ J_Cᵀ
         responses.append((qdd0, unit))
     G = jax.scipy.linalg.block_diag(*gains)
     mass6 = jnp.kron(mass, jnp.eye(3, dtype=mass.dtype))
