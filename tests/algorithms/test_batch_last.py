@@ -158,10 +158,10 @@ def test_gradients_equal_plain_autodiff_per_sample():
         return jnp.sum(weights * jnp.sin(aba_fn(m, q, v, tau, f_ext)))
 
     params = {f: getattr(model, f) for f in fields}
-    got = jax.grad(lambda *a: loss(jaxsoa.aba, *a), argnums=(0, 1, 2, 3, 4))(params, q, v, tau, f_ext)
-    ref = jax.grad(lambda p, q, v, tau, f: loss(
+    got = jax.jit(jax.grad(lambda *a: loss(jaxsoa.aba, *a), argnums=(0, 1, 2, 3, 4)))(params, q, v, tau, f_ext)
+    ref = jax.jit(jax.grad(lambda p, q, v, tau, f: loss(
         lambda m, *x: jax.vmap(lambda *y: dynamics.aba_autodiff(m, *y))(*x), p, q, v, tau, f),
-        argnums=(0, 1, 2, 3, 4))(params, q, v, tau, f_ext)
+        argnums=(0, 1, 2, 3, 4)))(params, q, v, tau, f_ext)
     for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
         assert relative_error(g, r) < 1e-10
 
