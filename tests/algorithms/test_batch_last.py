@@ -127,7 +127,8 @@ def test_float32_error_against_pinocchio(robot_models):
 
 
 def _per_sample(fn, model, *xs):
-    return jax.vmap(lambda *x: fn(model, *x))(*xs)
+    """jax.vmap of the per-sample `fn`, jitted (one compile, not one per primitive)."""
+    return jax.jit(jax.vmap(lambda *x: fn(model, *x)))(*xs)
 
 
 @pytest.mark.parametrize("floating", [False, True])
@@ -171,7 +172,7 @@ def test_dispatch_shapes_and_fallback(panda):
     q = jnp.asarray(rng.normal(size=(2, 3, panda.nq)))
     v = jnp.asarray(rng.normal(size=(2, 3, panda.nv)))
     tau = jnp.asarray(rng.normal(size=panda.nv))                   # shared by the batch
-    out = jaxsoa.aba(panda, q, v, tau)
+    out = jax.jit(jaxsoa.aba)(panda, q, v, tau)
     assert out.shape == (2, 3, panda.nv)
     ref = _per_sample(dynamics._aba_recursion, panda, q.reshape(6, -1), v.reshape(6, -1), jnp.tile(tau, (6, 1)))
     assert relative_error(out.reshape(6, -1), ref) < 1e-10
@@ -179,7 +180,8 @@ def test_dispatch_shapes_and_fallback(panda):
     floating = build_jaxsoa(random_tree(rng, 5, link_types=spherical))     # spherical joints: per-sample path
     q = jax.vmap(lambda k: jaxsoa.random_configuration(floating, k))(jax.random.split(jax.random.key(0), 3))
     state = [q, *(jnp.asarray(rng.normal(size=(3, floating.nv))) for _ in range(2))]
-    assert relative_error(jaxsoa.aba(floating, *state), _per_sample(dynamics._aba_recursion, floating, *state)) < 1e-12
+    assert relative_error(jax.jit(jaxsoa.aba)(floating, *state),
+                          _per_sample(dynamics._aba_recursion, floating, *state)) < 1e-12
 
 
 def test_one_compilation_for_every_tree_of_the_same_joint_types():

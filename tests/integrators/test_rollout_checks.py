@@ -101,7 +101,7 @@ def test_switching_rollout_flags_an_invalid_topology():
     q0, v0 = jaxsoa.neutral(model), jnp.zeros(model.nv)
     run = partial(rollout_switching, model, arrays, q0, v0, lambda t, q, v: jnp.zeros(model.nv), 0.01, 6,
                   schedule=schedule)
-    trajectory = run()
+    trajectory = jax.jit(run)()                # jitted: one compile, not one per primitive of the setup
     assert int(trajectory.first_nonfinite) == 4
-    err, _ = checkify.checkify(lambda: run(checks=True))()
+    err, _ = jax.jit(checkify.checkify(lambda: run(checks=True)))()
     assert "'parent'" in err.get()             # the invalid segment model (schedule entry 1) is named by its rule
