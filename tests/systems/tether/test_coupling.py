@@ -109,7 +109,9 @@ def coupled():
         state, q_ref = initial_state(system, 10.5, (L - 10.0, L), omega=omega, s_dot=s_dot)
         q_ref = (q_ref[0] + 0.1, q_ref[1] - 0.1)          # the PD joints move: internal torques at work
         final, momenta = rollout(state, q_ref, jnp.asarray(s_ddot), dt, n)
-        return total_momentum(system, state), momenta, final
+        return momentum(state), momenta, final
+
+    momentum = jax.jit(lambda state: total_momentum(system, state))
 
     return run
 
