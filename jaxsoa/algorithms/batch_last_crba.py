@@ -1,6 +1,7 @@
-"""CRBA, composite inertias and world placements on the batch-last layout
-(`jaxsoa.multibody.batch_last`): the path a leading-batch call `crba(model, q[B, nq])` takes when
-every joint is fixed, revolute, prismatic or free (anywhere in the tree: `supports`).
+"""CRBA, composite inertias, world placements and joint Jacobians on the batch-last layout
+(`jaxsoa.multibody.batch_last`): the path leading-batch calls `crba(model, q[B, nq])` and
+`joint_jacobians(model, q[B, nq])` take when every joint is fixed, revolute, prismatic or free
+(anywhere in the tree: `supports`).
 
 Same equations as `jaxsoa.algorithms.dynamics.crba`: composite inertias by an inward pass, world
 placements by an outward pass, then all joint-space columns at once: column c (link l_c, motion
@@ -8,9 +9,12 @@ subspace column s_c in the link frame) gives S_w,c = X_world_l s_c and F_w,c = X
 and M[i, j] = S_w,iᵀ F_w,j where link l_i lies on the path from l_j to the root (masked by the
 path matrix), mirrored, plus the armature on the diagonal.
 
-Shapes: q (B, nq); results M (B, nv, nv), composite inertias (n, 21, B) and world placements
-(n, 12, B) in depth order. The topology stays traced (one compile for every tree with these joint
-types).
+The joint Jacobians are the same world columns placed on the links they move:
+J_k[:, c] = S_w,c where l_c lies on the path of link k (`jaxsoa.algorithms.kinematics.joint_jacobians`).
+
+Shapes: q (B, nq); results M (B, nv, nv), Jacobians (B, n, 6, nv) in storage order, composite
+inertias (n, 21, B) and world placements (n, 12, B) in depth order. The topology stays traced
+(one compile for every tree with these joint types).
 """
 
 import jax.numpy as jnp
@@ -59,9 +63,9 @@ def world_placements(model: Model, R, p, batch: int):
     return bl.outward(model.traversal, step, IDENTITY_PLACEMENT, batch, R.dtype)
 
 
-def _columns(model: Model):
-    """Static (nv,) storage link of each v column, and (nv, 6) spatial unit vectors of the free
-    joints' columns (zero rows for the 1-DoF columns, whose subspace is the link's S)."""
+def _columns(model: Model, d: fr.LinkData, dtype):
+    """Static (nv,) storage link of each v column, and (nv, 6) its motion subspace column in the
+    link frame: the link's S for a 1-DoF joint, a spatial unit vector for a free joint's columns."""
     links = np.zeros(model.nv, np.int32)
     scalar = np.flatnonzero(fr.link_slots(model, "v") < model.nv)
     links[np.asarray(model.idx_v)[scalar]] = scalar
@@ -69,26 +73,36 @@ def _columns(model: Model):
     for link, columns in zip(fr.free_links(model), model.v_columns(JointType.FREE), strict=True):
         links[columns] = link
         units[columns, FREE_SPATIAL_INDEX] = 1.0
-    return links, units
+    is_free = jnp.asarray(units.any(axis=1))[:, None]
+    positions = model.traversal.inverse_order[links]                             # (nv,) depth positions
+    return links, jnp.where(is_free, jnp.asarray(units, dtype), d.S[positions, :, 0])
+
+
+def _motion_columns(R_world_link, p_world_link, S):
+    """S_w = X_world_link s (a 6-list of (B,) arrays) for a motion column s in the link frame."""
+    angular = sp.mat_vec(R_world_link, S[:3])
+    return angular + sp.add(sp.mat_vec(R_world_link, S[3:]), sp.cross(p_world_link, angular))
+
+
+def _frames(model: Model, q):
+    """The link data, joint frames (R, p) and world placements (n, 12, B) of a batch q (B, nq)."""
+    fr.check_batch(model, q=("q", q))
+    d = fr.link_data(model)
+    R, p = fr.joint_frames(model, d, q, fr.scalar_coordinates(model, q)[0])
+    return d, R, p, world_placements(model, R, p, q.shape[0])
 
 
 def crba(model: Model, q):
     """Joint-space mass matrices M(q) of a batch, (B, nv, nv) (module docstring)."""
-    fr.check_batch(model, q=("q", q))
-    trav, d, batch = model.traversal, fr.link_data(model), q.shape[0]
-    R, p = fr.joint_frames(model, d, q, fr.scalar_coordinates(model, q)[0])
-    Ic = composite_inertias(model, d, R, p, batch)
-    W = world_placements(model, R, p, batch)
-    links, units = _columns(model)
-    positions = trav.inverse_order[links]                                        # (nv,) depth positions
-    is_free = jnp.asarray(units.any(axis=1))[:, None]
-    S_columns = jnp.where(is_free, jnp.asarray(units, q.dtype), d.S[positions, :, 0])      # (nv, 6) link frame
+    trav = model.traversal
+    d, R, p, W = _frames(model, q)
+    Ic = composite_inertias(model, d, R, p, q.shape[0])
+    links, S_columns = _columns(model, d, q.dtype)
+    positions = trav.inverse_order[links]
 
     def world_columns(S, W_c, Ic_c):          # S_w = X_world_link s;  F_w = X*_world_link (Ic s)
         R_w, p_w = W_c[:9], W_c[9:]
-        angular = sp.mat_vec(R_w, S[:3])
-        S_world = angular + sp.add(sp.mat_vec(R_w, S[3:]), sp.cross(p_w, angular))
-        return S_world + sp.act_force(R_w, p_w, sp.inertia_vec(Ic_c, S))
+        return _motion_columns(R_w, p_w, S) + sp.act_force(R_w, p_w, sp.inertia_vec(Ic_c, S))
     r = bl.stage(trav.order[0] >= 0, world_columns, bl.rows(S_columns.T[..., None]),
                  bl.components(W[positions]), bl.components(Ic[positions]))
     S_world, F_world = jnp.stack(r[:6]), jnp.stack(r[6:])                       # (6, nv, B)
@@ -98,3 +112,26 @@ def crba(model: Model, q):
     M = jnp.where(P, G, jnp.where(strict.T, jnp.swapaxes(G, 1, 2), 0.0))
     return M + jnp.diag(model.armature)[None]                                     # + rotor inertia
 
+
+def joint_jacobians(model: Model, q, reference="world"):
+    """(B, n, 6, nv) Jacobians of every link's spatial velocity, storage order, `[angular; linear]`
+    rows, in Pinocchio's `reference` frames as `jaxsoa.algorithms.kinematics.joint_jacobians`."""
+    if reference not in ("world", "local", "local_world_aligned"):
+        raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
+    trav = model.traversal
+    d, _, _, W = _frames(model, q)
+    links, S_columns = _columns(model, d, q.dtype)
+    S_world = jnp.stack(bl.stage(trav.order[0] >= 0, lambda S, W_c: _motion_columns(W_c[:9], W_c[9:], S),
+                                 bl.rows(S_columns.T[..., None]), bl.components(W[trav.inverse_order[links]])))
+    on_path = path_matrix(trav)[links].T.astype(q.dtype)                        # (n, nv): l_c on the path of k
+    J = jnp.einsum("kc,icb->bkic", on_path, S_world)                            # J_k[:, c] = S_w,c
+    if reference == "world":
+        return J
+    X = W[trav.inverse_order]                                                    # (n, 12, B) storage order
+    p_world_link = jnp.moveaxis(X[:, 9:], -1, 0)[..., None]                      # (B, n, 3, 1)
+    omega, linear = J[:, :, :3], J[:, :, 3:] - jnp.cross(p_world_link, J[:, :, :3], axis=2)   # v − p × ω
+    if reference == "local_world_aligned":
+        return jnp.concatenate([omega, linear], axis=2)
+    R_world_link = X[:, :9].reshape(X.shape[0], 3, 3, X.shape[-1])              # (n, 3, 3, B)
+    to_link = lambda x: jnp.einsum("kjib,bkjc->bkic", R_world_link, x)          # noqa: E731  Rᵀ x
+    return jnp.concatenate([to_link(omega), to_link(linear)], axis=2)

@@ -12,8 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.algorithms import batch_last_crba
 from jaxsoa.multibody import joints
-from jaxsoa.multibody.arguments import entry_point, nan_unless
+from jaxsoa.multibody.arguments import BatchedPath, entry_point, nan_unless
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model, link_inertia, link_placement
 from jaxsoa.multibody.traversal import outward, path_matrix
@@ -149,7 +150,7 @@ def link_accelerations(model: Model, q, v, a):
     return link_motion(model, q, v, a, jnp.zeros(6, v.dtype)).acceleration
 
 
-@entry_point(q='q')
+@entry_point(q='q', batched=BatchedPath(batch_last_crba.supports, batch_last_crba.joint_jacobians))
 def joint_jacobians(model: Model, q, reference="world"):
     """(n, 6, nv) Jacobians of every link's spatial velocity, `[angular; linear]` rows
     (Pinocchio's `computeJointJacobians` + `getJointJacobian` for all joints at once).

@@ -8,7 +8,10 @@
   joint at the root and one below it (the batch-last CRBA, unlike its ABA, takes a free joint
   anywhere): 1e-10 relative;
 * the float32 error against Pinocchio, measured and bounded (printed);
-* one compilation for every tree of the same joint types; the direct call checks its batch.
+* one compilation for every tree of the same joint types; the direct call checks its batch;
+* the joint Jacobians of the same module (`joint_jacobians(model, q[B, nq], reference)`) against
+  Pinocchio's `getJointJacobian` in its three reference frames (1e-10) and against the per-sample
+  Jacobians under `jax.vmap` on trees with free joints anywhere (1e-12).
 """
 
 import dataclasses
@@ -20,7 +23,7 @@ import pinocchio as pin
 import pytest
 
 import jaxsoa
-from jaxsoa.algorithms import batch_last_crba, dynamics
+from jaxsoa.algorithms import batch_last_crba, dynamics, kinematics
 from jaxsoa.multibody.joints import JointType
 from tests.algorithms.test_batch_last import ONE_DOF, TOL, _tree_case, _v_index
 from tests.helpers.trees import (
@@ -125,3 +128,56 @@ def test_direct_call_checks_its_batch_and_spherical_joints_keep_the_per_sample_p
     q = jax.vmap(lambda k: jaxsoa.random_configuration(spherical, k))(jax.random.split(jax.random.key(9), 2))
     ref = jax.vmap(lambda x: dynamics.crba.__wrapped__(spherical, x))(q)
     assert relative_error(jaxsoa.crba(spherical, q), ref) < 1e-12
+
+
+# ---------------------------------------------------------------------------------------------
+# joint Jacobians: `joint_jacobians(model, q[B, nq], reference)` on the batch-last path
+
+@pytest.mark.parametrize("robot", ["panda", "solo12"])
+def test_joint_jacobians_against_pinocchio(robot_models, robot):
+    """Every link's Jacobian in the three reference frames against Pinocchio's `getJointJacobian`
+    (tests/algorithms/test_kinematics.py's reference, links mapped by name): 1e-10 (products of ≤ 30
+    rigid transforms, as there)."""
+    from tests.algorithms.test_kinematics import REFERENCES, pinocchio_kinematics
+
+    model, pin_model = robot_models[robot]
+    state = random_state(np.random.default_rng(12), pin_model, 6)
+    expected = pinocchio_kinematics(model, pin_model, state)
+    q = jnp.asarray(to_jaxsoa(model, pin_model, state)["q"])
+    jacobians = jax.jit(jaxsoa.joint_jacobians, static_argnames="reference")
+    for reference in REFERENCES:
+        J = jacobians(model, q, reference=reference)
+        assert J.shape == (6, model.n_links, 6, model.nv)
+        assert relative_error(J, expected[f"J_{reference}"]) < 1e-10, reference
+    # float32 (the same states): measured ~1e-7 of max |J| (world frame, Panda), bound 1e-5
+    model32 = jaxsoa.load_urdf(str(jaxsoa.io.example_robot_urdf(robot)), floating_base=jaxsoa.io.ROBOTS[robot][1],
+                               dtype=jnp.float32)
+    J = np.asarray(jacobians(model32, q.astype(jnp.float32), reference="world"), np.float64)
+    error = float(np.abs(J - expected["J_world"]).max() / np.abs(expected["J_world"]).max())
+    print(f"float32 {robot} joint Jacobians (world) relative error vs Pinocchio: {error:.2e}")
+    assert error < 1e-5
+
+
+def test_joint_jacobians_with_free_joints_anywhere_equal_the_per_sample_path():
+    """A tree with a free joint at the root and one below it, stored in random order: the batch-last
+    Jacobians against `jax.vmap` of the per-sample ones (a second code path), every reference, 1e-12;
+    one compilation serves two trees of the same joint types; the frame is checked by name."""
+    rng = np.random.default_rng(13)
+    R, P, F = JointType.REVOLUTE, JointType.PRISMATIC, JointType.FREE
+    types = (F, R, P, F, R, JointType.FIXED, R)
+    per_sample_jacobians = kinematics.joint_jacobians.__wrapped__              # no batch dispatch
+    fn, count = counting(lambda m, q, reference: jaxsoa.joint_jacobians(m, q, reference))
+    compiled = jax.jit(fn, static_argnums=2)
+    names, permutation = None, np.r_[0, 1 + rng.permutation(6)]   # one storage order: the same static joint types
+    for seed in (0, 1):
+        model = build_jaxsoa(random_tree(rng, 7, link_types=types), permutation=permutation)
+        names = names or {f: getattr(model, f) for f in ("link_names", "link_joint_names")}
+        model = dataclasses.replace(model, **names)
+        assert batch_last_crba.supports(model) and int(model.parent[model.links_of_type(F)[1]]) >= 0
+        q = jax.vmap(lambda k, m=model: jaxsoa.random_configuration(m, k))(jax.random.split(jax.random.key(seed), 4))
+        for reference in ("world", "local", "local_world_aligned"):
+            per_sample = jax.jit(jax.vmap(lambda x, m=model, r=reference: per_sample_jacobians(m, x, r)))(q)
+            assert relative_error(compiled(model, q, reference), per_sample) < 1e-12, reference
+    assert count[0] == 3                                          # one per reference, shared by both trees
+    with pytest.raises(ValueError, match="reference"):
+        batch_last_crba.joint_jacobians(model, q, "body")
