@@ -22,6 +22,7 @@ import numpy as np
 
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.multibody import batch_last as bl
+from jaxsoa.multibody.arguments import check_reference_frame
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import path_matrix
@@ -116,8 +117,7 @@ def crba(model: Model, q):
 def joint_jacobians(model: Model, q, reference="world"):
     """(B, n, 6, nv) Jacobians of every link's spatial velocity, storage order, `[angular; linear]`
     rows, in Pinocchio's `reference` frames as `jaxsoa.algorithms.kinematics.joint_jacobians`."""
-    if reference not in ("world", "local", "local_world_aligned"):
-        raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
+    check_reference_frame(reference)
     trav = model.traversal
     d, _, _, W = _frames(model, q)
     links, S_columns = _columns(model, d, q.dtype)

@@ -14,7 +14,7 @@ import numpy as np
 
 from jaxsoa.algorithms import batch_last_crba
 from jaxsoa.multibody import joints
-from jaxsoa.multibody.arguments import BatchedPath, entry_point, nan_unless
+from jaxsoa.multibody.arguments import BatchedPath, check_reference_frame, entry_point, nan_unless
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model, link_inertia, link_placement
 from jaxsoa.multibody.traversal import outward, path_matrix
@@ -164,8 +164,7 @@ def joint_jacobians(model: Model, q, reference="world"):
 def joint_jacobians_at(model: Model, placements: LinkPlacements, reference="world"):
     """`joint_jacobians` at placements already computed by `forward_kinematics(model, q)` (one
     outward pass shared with the caller's other uses of them)."""
-    if reference not in ("world", "local", "local_world_aligned"):
-        raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
+    check_reference_frame(reference)
     R_world_link, p_world_link = placements
     S_world = mat_mul(motion_transform(R_world_link, p_world_link), motion_subspaces(model))  # (n, 6, d)
     P = path_matrix(model.traversal).astype(S_world.dtype)        # J_k = Σ_{j on path of k} X_world_j S_j

@@ -118,6 +118,17 @@ def check_positive_steps(name: str, n_steps) -> int:
     return int(n_steps)
 
 
+REFERENCE_FRAMES = ("world", "local", "local_world_aligned")
+"""Pinocchio's ReferenceFrame names, as the Jacobians take them."""
+
+
+def check_reference_frame(reference) -> str:
+    """`reference` if it is one of `REFERENCE_FRAMES`, else ValueError naming the argument."""
+    if reference not in REFERENCE_FRAMES:
+        raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
+    return reference
+
+
 def check_time_step(name: str, dt):
     """dt: a scalar; when concrete, finite and > 0 (ValueError otherwise)."""
     if jnp.ndim(dt) != 0:

@@ -181,3 +181,9 @@ def test_joint_jacobians_with_free_joints_anywhere_equal_the_per_sample_path():
     assert count[0] == 3                                          # one per reference, shared by both trees
     with pytest.raises(ValueError, match="reference"):
         batch_last_crba.joint_jacobians(model, q, "body")
+    with pytest.raises(ValueError, match="reference"):                # the public batched call
+        jaxsoa.joint_jacobians(model, q, "body")
+    with pytest.raises(ValueError, match="'q'"):                      # checked before the dispatch
+        jaxsoa.joint_jacobians(model, q[:, :-1])
+    with pytest.raises(ValueError, match="one leading batch axis"):
+        batch_last_crba.joint_jacobians(model, q[0])
