@@ -31,6 +31,7 @@ from jaxsoa.algorithms.kinematics import (
     spatial_momentum,
 )
 from jaxsoa.integrators.steps import ode_rk4_step
+from jaxsoa.multibody.arguments import entry_point, nan_unless
 from jaxsoa.multibody.config_space import dexp_inv, integrate, neutral
 from jaxsoa.multibody.model import Model
 from jaxsoa.spatial.algebra import skew
@@ -94,9 +95,12 @@ def _bodies(system: TetheredRobot, state: TetheredRobotState):
     return ((system.platform, state.q_platform, state.v_platform), (system.robot, state.q_robot, state.v_robot))
 
 
+@entry_point(q='q', v='v', link='link')
 def exit_point(model: Model, q, v, link, offset) -> ExitPoint:
-    """The point `offset` (3,) of `link`: v_C = R (v + ω × c), J_C = R (J_lin − [c]× J_ang)."""
-    return _exit_point_at(model, forward_kinematics(model, q), v, link, offset)
+    """The point `offset` (3,) of `link`: v_C = R (v + ω × c), J_C = R (J_lin − [c]× J_ang). A traced
+    `link` outside [0, n) gives NaN (a static one raises `ValueError`)."""
+    point = _exit_point_at(model, forward_kinematics(model, q), v, link, offset)
+    return point if isinstance(link, int) else nan_unless((link >= 0) & (link < model.n_links), point)
 
 
 def _exit_point_at(model: Model, placements, v, link, offset) -> ExitPoint:

@@ -182,3 +182,31 @@ def test_coupled_energy_budget_is_second_order_in_the_element_size():
         residuals.append(np.abs(change.sum(1) - res["work"].sum(1)).max() / np.abs(change).max())
     assert residuals[1] < 1e-4, residuals
     assert residuals[0] / residuals[1] > 3.5, residuals
+
+
+def test_exit_point_velocity_is_the_rate_of_its_position_and_bad_input_is_named():
+    """`exit_point`'s velocity J_C v against the central difference of its position along q ⊕ ±h v
+    (h = 1e-6: truncation ~h² |ẍ|, round-off ~1e-16/h: 1e-8 relative bound); a short q, a wrong-length v
+    and an out-of-range link are rejected by name, a traced out-of-range link gives NaN."""
+    import jaxsoa
+    from jaxsoa.systems.tether.coupling import exit_point
+
+    model = tr.build().platform
+    rng = np.random.default_rng(3)
+    q = jaxsoa.random_configuration(model, jax.random.key(3))
+    v = jnp.asarray(rng.normal(size=model.nv))
+    link, offset, h = model.n_links - 1, jnp.asarray([0.1, -0.2, 0.3]), 1e-6
+    point = jax.jit(exit_point, static_argnums=3)
+    at = lambda s: point(model, jaxsoa.integrate(model, q, s * v), v, link, offset).position  # noqa: E731
+    rate = (at(h) - at(-h)) / (2 * h)
+    got = point(model, q, v, link, offset)
+    assert np.max(np.abs(got.velocity - rate)) < 1e-8 * max(1.0, float(np.max(np.abs(rate))))
+    assert np.allclose(got.jacobian @ v, got.velocity, rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match="'q'"):
+        exit_point(model, q[:-1], v, link, offset)
+    with pytest.raises(ValueError, match="'v'"):
+        exit_point(model, q, v[:-1], link, offset)
+    with pytest.raises(ValueError, match="'link'"):
+        exit_point(model, q, v, model.n_links, offset)
+    traced = jax.jit(lambda k: exit_point(model, q, v, k, offset).position)(jnp.asarray(model.n_links))
+    assert np.all(np.isnan(np.asarray(traced)))
