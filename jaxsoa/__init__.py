@@ -65,7 +65,7 @@ from jaxsoa.io.urdf import load_urdf
 from jaxsoa.multibody.build import build_model
 from jaxsoa.multibody.config_space import configuration_derivative, integrate, neutral, random_configuration
 from jaxsoa.multibody.joints import JointType
-from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.model import Model, stack_models
 from jaxsoa.multibody.traversal import path_matrix, tree_traversal
 from jaxsoa.topology.configuration_parameters import topology_from_configuration, topology_from_configuration_traced
 from jaxsoa.workflows.control import computed_torque, computed_torque_free_floating, critically_damped_gains
@@ -131,6 +131,7 @@ __all__ = [
     "spatial",
     "spatial_momentum",
     "stack_closures",
+    "stack_models",
     "systems",
     "to_virtual_base_state",
     "topology",

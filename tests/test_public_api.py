@@ -871,6 +871,8 @@ HOST_ONLY = {
     "multibody.JointType": "static metadata: an IntEnum, part of the compile key (Model.joint_types)",
     "multibody.build_model": BUILDER,
     "multibody.quaternion_columns": "static numpy indices from the static joint types",
+    "multibody.model_batch": "host: the static batch shape of a stacked model (ValueError naming the field)",
+    "multibody.stack_models": BUILDER + "; tests/algorithms/test_batch_last_stacked.py",
     "multibody.validate_inertia": BUILDER,
     "multibody.validate_parent": BUILDER,
     "algorithms.base_and_joint_dofs": "static numpy indices from the static joint types (DofSplit)",

@@ -41,11 +41,11 @@ def rnea(model: Model, q, v, a, f_ext=None):
         va = bl.stage(live, f, parent, t)
         return va, jnp.stack(va)
 
-    root = [0.0] * 9 + [-model.gravity[i] for i in range(3)]           # a_world = [0; −g]
+    root = [0.0] * 9 + [-model.gravity[..., i] for i in range(3)]      # a_world = [0; −g]
     va = bl.outward(trav, motion_step, root, batch, q.dtype)                     # (n, 12, B)
     V, A = bl.components(va[:, :6]), bl.components(va[:, 6:])
     inertia = bl.components(d.inertia)
-    h = bl.stage(trav.order[0] >= 0, sp.inertia_vec, inertia, V)
+    h = bl.stage(bl.always(trav), sp.inertia_vec, inertia, V)
     external = bl.components(fr.external_wrenches(model, f_ext, q.dtype))
     # all links at once: f = I a + v ×* I v − f_ext
     F = jnp.stack(sp.sub(sp.add(sp.inertia_vec(inertia, A), sp.cross_force(V, h)), external), 1)
@@ -59,7 +59,8 @@ def rnea(model: Model, q, v, a, f_ext=None):
 
     _, f_tau = bl.inward(trav, force_step, 6, batch, q.dtype)              # (n, 7, B): f, τ
     free = [bl.read_rows(f_tau, pos)[:6] for pos in fr.free_positions(model)]   # τ_free = Sᵀ f
-    return fr.joint_vector(model, f_tau[:, 6], free) + model.armature[None] * a    # τ += armature ⊙ q̈
+    armature = jnp.broadcast_to(model.armature, a.shape)                      # (nv,) or a stack's (B, nv)
+    return fr.joint_vector(model, f_tau[:, 6], free) + armature * a           # τ += armature ⊙ q̈
 
 
 def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_world, pos, k_index):
@@ -75,7 +76,7 @@ def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_world, pos, k_index)
     P_full = [A[i] + Bm[i] for i in range(3)] + [[Bm[j][i] for j in range(3)] + C[i] for i in range(3)]
     swap = [3, 4, 5, 0, 1, 2]                                           # S = [[0, 1], [1, 0]]: Sᵀ x = x[swap]
     columns = model.v_columns(JointType.FREE)[k_index]
-    arm = [model.armature[c] for c in columns]
+    arm = [model.armature[..., c] for c in columns]
     D = [[P_full[swap[i]][swap[j]] + (arm[i] if i == j else 0.0) for j in range(6)] for i in range(6)]
     rest = sp.add(z, sp.inertia_vec(P, a_prime))
     rhs = [tau[:, columns[i]] - rest[swap[i]] for i in range(6)]
@@ -136,11 +137,11 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
         return up, jnp.stack([*G, nu])
 
     acc, G_nu = bl.inward(trav, articulated_step, 27, batch, q.dtype)    # (n, 7, B): G, ν
-    root = [0.0] * 3 + [-model.gravity[i] for i in range(3)]           # a_world = [0; −g]
+    root = [0.0] * 3 + [-model.gravity[..., i] for i in range(3)]      # a_world = [0; −g]
     a_free, free_qdd = jnp.zeros((model.n_links, 6, batch), q.dtype), []
     for i, pos in enumerate(fr.free_positions(model)):
         a_root, joint = _free_root_acceleration(model, d, R, p, cb, acc, tau, root, pos, i)
-        a_free, free_qdd = a_free.at[pos].set(jnp.stack(a_root)), [*free_qdd, joint]
+        a_free, free_qdd = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint]
 
     def acceleration_step(t, live, parent):   # a' = X⁻¹ a_p + c;  q̈ = ν − Gᵀ a';  a = a' + S q̈ (a free root's: solved)
         def fa(parent, t):
@@ -158,8 +159,9 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
         return r[:6], r[6]
 
     qdd = bl.outward(trav, acceleration_step, root, batch, q.dtype)              # (n, B)
-    roots = jnp.all(jnp.asarray([model.parent[k] < 0 for k in fr.free_links(model)] + [True]))
-    return nan_unless(roots, fr.joint_vector(model, qdd, free_qdd))
+    roots = jnp.all(jnp.stack([model.parent[..., k] < 0 for k in fr.free_links(model)]
+                              + [jnp.ones(model.parent.shape[:-1], bool)]), 0)
+    return nan_unless(roots.reshape(roots.shape + (1,) * roots.ndim), fr.joint_vector(model, qdd, free_qdd))
 
 
 _aba_adjoint = adjoint_forward_dynamics(_aba_recursion, rnea)

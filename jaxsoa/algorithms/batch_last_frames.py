@@ -5,7 +5,8 @@ Joints handled: fixed, revolute and prismatic inside the link scans (one scalar 
 and free joints, whose 6-DoF motion enters the scans as precomputed per-link spatial vectors
 (inside the scans a free link is a fixed joint; its frame, velocity and acceleration are set here).
 Per-sample states are (B, nq) / (B, nv) in Pinocchio's layout; per-link arrays are (n, k, B) in
-the traversal's depth order, model data (n, k, 1) shared by the batch.
+the traversal's depth order, model data (n, k, 1) shared by the batch, or (n, k, B) for a stacked
+model (`jaxsoa.multibody.model.stack_models`: a tree, placements and inertias per sample).
 """
 
 from typing import NamedTuple
@@ -17,7 +18,7 @@ import numpy as np
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import SHAPES, batch_shape
 from jaxsoa.multibody.joints import JointType
-from jaxsoa.multibody.model import Model, link_inertia, link_placement
+from jaxsoa.multibody.model import Model, link_inertia, link_placement, model_batch
 from jaxsoa.spatial import batch_last as sp
 from jaxsoa.spatial.rotation import quat_normalize, quat_to_rotation
 
@@ -32,7 +33,7 @@ def supports(model: Model) -> bool:
         return False
     if isinstance(model.parent, jax.core.Tracer):
         return True
-    return bool(np.all(np.asarray(model.parent)[free_links(model)] < 0))
+    return bool(np.all(np.asarray(model.parent)[..., free_links(model)] < 0))
 
 
 def check_batch(model: Model, **states):
@@ -50,6 +51,9 @@ def check_batch(model: Model, **states):
         sizes[name] = lead[0]
     if len(set(sizes.values())) > 1:
         raise ValueError(f"batched arguments have different batch sizes {sizes}")
+    stacked = model_batch(model)
+    if len(stacked) > 1 or (stacked and any(size != stacked[0] for size in sizes.values())):
+        raise ValueError(f"the model is a stack of {stacked} models, the states have batch sizes {sizes}")
 
 
 class LinkData(NamedTuple):
@@ -83,9 +87,9 @@ def free_links(model: Model) -> np.ndarray:
     return model.links_of_type(JointType.FREE)
 
 
-def link_data(model: Model) -> LinkData:
-    """The model's per-link data in the batch-last layout (`LinkData`)."""
-    trav, dtype = model.traversal, model.dtype
+def _storage_link_data(model: Model) -> tuple:
+    """`LinkData`'s fields in storage order without the batch axis, (n, k) and (n,), of one model."""
+    dtype = model.dtype
     R, p = link_placement(model)
     mass, com, inertia_com = link_inertia(model)
     inertia = jnp.stack(sp.spatial_inertia(mass, list(com.T), list(inertia_com.reshape(-1, 9).T)), 1)
@@ -94,9 +98,15 @@ def link_data(model: Model) -> LinkData:
     S = jnp.concatenate([model.joint_axis * flag[JointType.REVOLUTE][:, None],
                          model.joint_axis * flag[JointType.PRISMATIC][:, None]], 1)
     offset = armature + flag[JointType.FIXED] + flag[JointType.FREE]
-    return LinkData(*(bl.per_link(trav, x) for x in (R.reshape(-1, 9), p, model.joint_axis, S, inertia)),
-                    *(x[trav.order][:, None] for x in (offset, flag[JointType.REVOLUTE], flag[JointType.PRISMATIC],
-                                                       flag[JointType.FREE])))
+    return (R.reshape(-1, 9), p, model.joint_axis, S, inertia, offset, flag[JointType.REVOLUTE],
+            flag[JointType.PRISMATIC], flag[JointType.FREE])
+
+
+def link_data(model: Model) -> LinkData:
+    """The model's per-link data in the batch-last layout (`LinkData`); a stacked model's per sample."""
+    trav = model.traversal
+    fields = jax.vmap(_storage_link_data)(model) if bl.per_sample(trav) else _storage_link_data(model)
+    return LinkData(*(bl.per_link(trav, x) for x in fields))
 
 
 def scalar_coordinates(model: Model, q, *vs):
@@ -108,7 +118,7 @@ def scalar_coordinates(model: Model, q, *vs):
 
 def free_positions(model: Model):
     """Traced sequence positions of the free links (static list, one per free link)."""
-    return [model.traversal.inverse_order[k] for k in free_links(model)]
+    return [model.traversal.inverse_order[..., k] for k in free_links(model)]
 
 
 def joint_frames(model: Model, d: LinkData, q, q_links):
@@ -116,14 +126,14 @@ def joint_frames(model: Model, d: LinkData, q, q_links):
     p_parent_joint + R_parent_joint p_J with R_J = exp(â θ), p_J = a d for 1-DoF joints and the
     free joints' (R(quaternion), position) from q (B, nq)."""
     axis = bl.components(d.axis)
-    s, c = bl.stage(model.traversal.order[0] >= 0, lambda x: [jnp.sin(x), jnp.cos(x)], q_links * d.revolute)
+    s, c = bl.stage(bl.always(model.traversal), lambda x: [jnp.sin(x), jnp.cos(x)], q_links * d.revolute)
     R_joint_child = sp.rodrigues(axis, s, c)                            # exp(â θ), 9 (n, B) entries
     p_joint_child = sp.scale(q_links * d.prismatic, axis)
     for i, pos in enumerate(free_positions(model)):
         columns = model.q_columns(JointType.FREE)[i]
         R_free = quat_to_rotation(quat_normalize(q[:, columns[3:]])).reshape(-1, 9)      # (B, 9)
-        R_joint_child = [x.at[pos].set(R_free[:, j]) for j, x in enumerate(R_joint_child)]
-        p_joint_child = [x.at[pos].set(q[:, columns[j]]) for j, x in enumerate(p_joint_child)]
+        R_joint_child = [bl.write(x, pos, R_free[:, j]) for j, x in enumerate(R_joint_child)]
+        p_joint_child = [bl.write(x, pos, q[:, columns[j]]) for j, x in enumerate(p_joint_child)]
     R_parent_joint = bl.components(d.R_parent_joint)
     R = sp.mat_mul(R_parent_joint, R_joint_child)
     p = sp.add(bl.components(d.p_parent_joint), sp.mat_vec(R_parent_joint, p_joint_child))
@@ -142,7 +152,7 @@ def joint_motion(model: Model, d: LinkData, x, x_links):
     free joints' 6 entries of x (B, nv), zero for fixed joints."""
     motion = d.S * x_links[:, None, :]
     for i, pos in enumerate(free_positions(model)):
-        motion = motion.at[pos].set(jnp.stack(free_spatial(model, x, i)))
+        motion = bl.write(motion, pos, jnp.stack(free_spatial(model, x, i)))
     return motion
 
 
@@ -150,7 +160,10 @@ def external_wrenches(model: Model, f_ext, dtype):
     """(B, n, 6) link wrenches -> (n, 6, B) in depth order (zeros (n, 6, 1) when None)."""
     if f_ext is None:
         return jnp.zeros((model.n_links, 6, 1), dtype)
-    return jnp.transpose(f_ext[:, model.traversal.order], (1, 2, 0))
+    order = model.traversal.order
+    if bl.per_sample(model.traversal):
+        return jnp.transpose(jnp.take_along_axis(f_ext, order[:, :, None], axis=1), (1, 2, 0))
+    return jnp.transpose(f_ext[:, order], (1, 2, 0))
 
 
 def joint_vector(model: Model, y_links, free_values):

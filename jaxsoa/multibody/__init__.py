@@ -13,7 +13,7 @@ from jaxsoa.multibody.config_space import (
     random_configuration,
 )
 from jaxsoa.multibody.joints import JointType, joint_transform, motion_subspace
-from jaxsoa.multibody.model import Model, link_inertia, link_placement
+from jaxsoa.multibody.model import Model, link_inertia, link_placement, model_batch, stack_models
 from jaxsoa.multibody.traversal import Traversal, inward, link_depth, outward, path_matrix, tree_traversal
 
 __all__ = [
@@ -37,12 +37,14 @@ __all__ = [
     "link_inertia",
     "link_placement",
     "model",
+    "model_batch",
     "motion_subspace",
     "neutral",
     "outward",
     "path_matrix",
     "quaternion_columns",
     "random_configuration",
+    "stack_models",
     "traversal",
     "tree_traversal",
     "validate_inertia",

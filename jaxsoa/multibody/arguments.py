@@ -18,6 +18,11 @@ function under `jax.vmap` (every batched argument must have the same leading sha
 without leading axes are shared by the batch), or, where the entry point has a `BatchedPath` that
 supports the model, that batched function on the leading axes flattened to one (the batch-last core,
 `jaxsoa.algorithms.batch_last`).
+
+A stacked model (`jaxsoa.multibody.model.stack_models`, leading batch (B,) on every field) is a batch
+of per-sample models: the batched states must have that leading shape (or none, and are shared), and
+the call runs the `BatchedPath` where it takes stacked models, else the per-sample function under
+`jax.vmap` over model and states.
 """
 
 import functools
@@ -29,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.model import Model, model_batch
 
 
 def _free_joint_dofs(model: Model) -> int:
@@ -192,9 +197,11 @@ def _checked_arguments(fn_name, bound, specs, model):
 class BatchedPath(NamedTuple):
     """A whole-batch implementation of an entry point: `fn` has the entry point's signature and takes
     every state argument with one leading batch axis (B, ...); `supports(model)` says whether it
-    handles the model (else the per-sample function runs under `jax.vmap`)."""
+    handles the model (else the per-sample function runs under `jax.vmap`); `stacked`: whether it
+    also takes a stacked model (per-sample trees and data)."""
     supports: Callable
     fn: Callable
+    stacked: bool = False
 
 
 def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, lead: tuple):
@@ -208,6 +215,27 @@ def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, 
             trailing = SHAPES[kind](model)
             args[name] = jnp.broadcast_to(value, (*lead, *trailing)).reshape((size, *trailing))
     return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), path.fn(**args))
+
+
+def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
+    """fn on a stacked model of batch `stacked` (one axis): `batched.fn` where it takes stacked
+    models, else `jax.vmap` over the model and the batched states."""
+    if len(stacked) != 1:
+        raise ValueError(f"{fn.__name__}: argument '{model_name}' is stacked with batch shape {stacked}: "
+                         f"expected one leading axis")
+    names = [name for name, b in batches.items() if b]
+    for name in names:
+        if batches[name] != stacked:
+            raise ValueError(f"{fn.__name__}: argument '{name}' has batch shape {batches[name]}, but "
+                             f"'{model_name}' is a stack of {stacked[0]} models: expected {stacked} or no batch axes")
+    model = arguments[model_name]
+    if batched is not None and batched.stacked and stacked[0] > 0 and batched.supports(model):
+        return _run_batched(batched, model, arguments, specs, stacked)
+
+    def per_sample(model_b, *xs):
+        return fn(**{**arguments, model_name: model_b, **dict(zip(names, xs, strict=True))})
+
+    return jax.vmap(per_sample)(model, *(arguments[name] for name in names))
 
 
 def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
@@ -231,6 +259,9 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
                 precondition(model)
             batches = _checked_arguments(fn.__name__, bound, specs, model)
             batched_names = [name for name, b in batches.items() if b]
+            stacked = model_batch(model)
+            if stacked:
+                return _run_stacked(fn, batched, model_name, bound.arguments, specs, batches, stacked)
             if not batched_names:
                 return fn(*bound.args, **bound.kwargs)
             arguments = dict(bound.arguments)

@@ -146,3 +146,46 @@ def link_placement(model: Model):
     rows = jnp.arange(model.n_links)
     sel = model.inboard_interface
     return model.placement_rotation[rows, sel], model.placement_translation[rows, sel]
+
+
+FIELD_RANKS = dict(inboard_interface=1, placement_rotation=4, placement_translation=3, mass=2, com=3,
+                   inertia_com=4, joint_axis=2, gravity=1, armature=1)
+"""Rank of each array field of one model (the traversal's arrays are rank 1)."""
+
+
+def stack_models(models) -> Model:
+    """One model whose every array field (the topology included) carries a leading batch axis
+    (B,): sample b is `models[b]`. The entry points run it as a batch of per-sample models
+    (`rnea(stacked, q[B, nq], …)`), RNEA and ABA on the batch-last core, in one compilation for
+    every stack of these joint types. The models must share `joint_types` (the compile key), link
+    and joint names (static metadata) and dtype; ValueError names the first model that does not."""
+    models = list(models)
+    if not models or not all(isinstance(m, Model) for m in models):
+        raise TypeError("stack_models: expected a non-empty sequence of jaxsoa Models")
+    first = models[0]
+    for b, m in enumerate(models[1:], 1):
+        for what in ("joint_types", "link_names", "link_joint_names", "dtype"):
+            if getattr(m, what) != getattr(first, what):
+                raise ValueError(f"stack_models: models[{b}].{what} = {getattr(m, what)} differs from "
+                                 f"models[0].{what} = {getattr(first, what)}")
+        if model_batch(m) != model_batch(first):
+            raise ValueError(f"stack_models: models[{b}] has batch shape {model_batch(m)}, "
+                             f"models[0] {model_batch(first)}")
+        if (m.traversal.strategy, m.traversal.unroll) != (first.traversal.strategy, first.traversal.unroll):
+            raise ValueError(f"stack_models: models[{b}] has another traversal strategy / unroll than models[0]")
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *models)
+
+
+def model_batch(model: Model) -> tuple:
+    """The leading batch shape of a stacked model (`stack_models`), () for a single model;
+    ValueError naming the first field whose leading axes disagree with the parent array's."""
+    batch = tuple(jnp.shape(model.parent)[:-1])
+    fields = {f"traversal.{f.name}": 1 for f in dataclasses.fields(model.traversal)
+              if not f.metadata.get("static")}
+    for name, rank in {**fields, **FIELD_RANKS}.items():
+        value = getattr(model.traversal, name.split(".")[1]) if name.startswith("traversal.") else getattr(model, name)
+        shape = tuple(jnp.shape(value))
+        if len(shape) != len(batch) + rank or shape[:len(batch)] != batch:
+            raise ValueError(f"model field '{name}' has shape {shape}: expected leading batch axes {batch} "
+                             f"(the parent array's) and {rank} more (build stacked models with stack_models)")
+    return batch

@@ -43,7 +43,6 @@ name absent from the frames maps to the universe at the identity (a fixed URDF r
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
@@ -275,12 +274,11 @@ def stack_models(models) -> jaxsoa.Model:
     """Stack models with equal `joint_types` on a new leading axis (topology, placements and
     inertias are traced data, so one compilation serves them all). Names are static metadata,
     so they are replaced by canonical ones: build any name-based maps before stacking."""
-    types = models[0].joint_types
-    assert all(m.joint_types == types for m in models), "stacked models need equal joint_types"
-    names = tuple(f"link{i}" for i in range(len(types)))
-    joint_names = tuple(f"joint{i}" for i in range(len(types)))
+    n = models[0].n_links
+    names = tuple(f"link{i}" for i in range(n))
+    joint_names = tuple(f"joint{i}" for i in range(n))
     models = [dataclasses.replace(m, link_names=names, link_joint_names=joint_names) for m in models]
-    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *models)
+    return jaxsoa.stack_models(models)
 
 
 def relative_error(x, ref) -> float:
