@@ -10,7 +10,8 @@ ratios to the shared-tree call:
 
 * `shared tree`: `aba(model, q[B], …)`, the batch-last core on one tree (the reference);
 * `stacked, gather` / `stacked, dense`: `aba(stacked, q[B], …)` with the per-sample parent rows reached by
-  a gather / scatter-add on the link axis or by masked sums over the n + 1 rows
+  gathers on the link axis (the inward pass by first-child / next-sibling chains) or by masked sums
+  over the n + 1 rows
   (`jaxsoa.multibody.batch_last.DENSE_MAX_LINKS` set before tracing);
 * `stacked, one tree`: the same stacked call where every sample has the shared tree (the cost of
   per-sample data and positions without different topologies);
