@@ -10,7 +10,9 @@ the core before the batch-last path) and the leading-batch call (`jit(lambda q, 
 table gives the median of the per-round ratios to the anchor. `--devices 2` reruns the jaxsoa cases in a
 subprocess with two XLA host devices, the batch split by `shard_map`. XLA's CPU fusion emitters are
 turned off (`--xla_cpu_use_fusion_emitters=false`, docs/benchmarks.md) unless XLA_FLAGS already sets
-them. `--gradients` adds value+grad of an ABA loss w.r.t. (q, v, τ) (the adjoint) on both paths.
+them. `--gradients` adds value+grad of an ABA loss (its adjoint) and of an RNEA loss (the hand-written
+reverse mode, and plain autodiff of the same passes) w.r.t. the three states on both paths, with the
+ratio to the value in the same rounds.
 `--chain-links` times the leading-batch RNEA and ABA on revolute chains of those lengths (per-sample
 time against n).
 """
@@ -123,25 +125,34 @@ def anchor_of(name: str) -> str:
 
 
 def _gradient_cases(model, q, v, u):
-    """value+grad of Σ w·sin(q̈) w.r.t. (q, v, τ) through ABA's adjoint, on the two paths."""
+    """value+grad of Σ w·sin(q̈) (ABA, its adjoint) and of Σ w·sin(τ) (RNEA: the hand-written reverse
+    mode, and plain autodiff of the same passes) w.r.t. the three states, on the two paths."""
     import jax
     import jax.numpy as jnp
 
     import jaxsoa
+    from jaxsoa.algorithms import batch_last_rnea
 
     w = jnp.cos(jnp.arange(model.nv, dtype=q.dtype))
 
-    def loss_leading(m, q, v, u):
-        return jnp.sum(w * jnp.sin(jaxsoa.aba(m, q, v, u)))
+    def per_sample(fn):
+        return lambda m, q, v, u: jax.vmap(lambda q, v, u: fn(m, q, v, u))(q, v, u)
 
-    def loss_per_sample(m, q, v, u):
-        return jnp.sum(w * jnp.sin(jax.vmap(lambda q, v, u: jaxsoa.aba(m, q, v, u))(q, v, u)))
-
+    losses = {"aba+grad vmap": per_sample(jaxsoa.aba), "aba+grad batch-last": jaxsoa.aba,
+              "rnea+grad vmap": per_sample(jaxsoa.rnea), "rnea+grad batch-last": jaxsoa.rnea,
+              "rnea+grad batch-last autodiff": batch_last_rnea.rnea_autodiff}
     cases = {}
-    for name, loss in (("jaxsoa aba+grad vmap", loss_per_sample), ("jaxsoa aba+grad batch-last", loss_leading)):
+    for name, fn in losses.items():
+        def loss(m, q, v, u, fn=fn):
+            return jnp.sum(w * jnp.sin(fn(m, q, v, u)))
         compiled = jax.jit(jax.value_and_grad(loss, argnums=(1, 2, 3))).lower(model, q, v, u).compile()
-        cases[name] = (lambda c=compiled: jax.block_until_ready(c(model, q, v, u)))
+        cases[f"jaxsoa {name}"] = (lambda c=compiled: jax.block_until_ready(c(model, q, v, u)))
     return cases
+
+
+def value_of(name: str) -> str:
+    """The value case a gradient case is compared with ("jaxsoa aba+grad vmap" -> "jaxsoa aba vmap")."""
+    return name.replace("+grad", "").replace(" autodiff", "")
 
 
 def _jax_cases(robot, batch, dtype_name, devices, gradients=False):
@@ -220,7 +231,10 @@ def run(opts):
                                                                                 else "2 threads"),
                             "per_sample_us": statistics.median(ts) / batch * 1e6,
                             "ratio_to_pinocchio": statistics.median(t / a for t, a in zip(ts, anchor, strict=True)),
-                            "rel_error_vs_pinocchio": errors.get(name)})
+                            "rel_error_vs_pinocchio": errors.get(name),
+                            "ratio_to_value": (statistics.median(t / a for t, a in zip(ts, times[value_of(name)],
+                                                                                         strict=True))
+                                               if "+grad" in name else None)})
     for links in progress(opts.chain_links, desc="chains"):
         times = interleaved(_chain_cases(links, opts.dtypes[0], opts.batches[0]), opts.rounds, opts.target_s)
         records += [{"case": name, "batch": opts.batches[0], "dtype": opts.dtypes[0], "devices": opts.devices,
@@ -241,9 +255,10 @@ def main(argv=None):
                                 *(argv if argv is not None else sys.argv[1:])], env=env)
     records = run(opts)
     rows = [(r.get("robot", "chain"), r["case"], r.get("links"), r["batch"], r["dtype"], r["devices"],
-             r["per_sample_us"], r.get("ratio_to_pinocchio"), r.get("rel_error_vs_pinocchio")) for r in records]
+             r["per_sample_us"], r.get("ratio_to_pinocchio"), r.get("ratio_to_value"), r.get("rel_error_vs_pinocchio"))
+            for r in records]
     print(bc.md_table(["robot", "case", "links", "batch", "dtype", "devices", "µs/sample", "× Pinocchio",
-                       "rel. error vs Pinocchio"], rows))
+                       "× value", "rel. error vs Pinocchio"], rows))
     out = opts.out or RESULTS / ("bench_batch_last.json" if opts.devices == 1 else
                                  f"bench_batch_last_{opts.devices}dev.json")
     bc.finish("bench_batch_last", start, out, {"records": records, "machine": bc.machine_info()})

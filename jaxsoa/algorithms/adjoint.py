@@ -103,3 +103,53 @@ def adjoint_forward_dynamics(aba_recursion: Callable, rnea: Callable) -> Callabl
                 None)
 
     return implicit_dynamics(solve, residual, operators)
+
+
+def custom_reverse(fn: Callable, fwd: Callable, bwd: Callable) -> Callable:
+    """f(context, *arrays) = fn(context, *arrays) whose forward mode is JAX's JVP of fn and whose
+    reverse mode is `bwd`, written by hand. `context` (a PyTree, e.g. the traversal) is not
+    differentiated; fwd(context, *arrays) -> (out, res); bwd(context, res, out_bar) -> one
+    cotangent per array, each of its array's shape.
+
+    The tangent L ṗ (L = ∂fn/∂arrays) is the second block of the solution of the unit-triangular
+    system N⁻¹ (u, w) = (ṗ, 0), N (u, w) = (u, w + L u): a `lax.custom_linear_solve` whose solve
+    applies N (JAX's JVP of fn) and whose transpose_solve applies Nᵀ (ū, w̄) = (ū + Lᵀ w̄, w̄)
+    (`bwd`). JAX transposes a linear solve by its transpose_solve, so reverse mode never transposes
+    fn's JVP; N⁻¹ is a true matvec, so higher derivatives stay exact (by plain autodiff)."""
+
+    @jax.custom_jvp
+    def f(context, *arrays):
+        return fn(context, *arrays)
+
+    def f_jvp(primals, tangents):
+        context, arrays = primals[0], list(primals[1:])
+        live = [i for i, t in enumerate(tangents[1:]) if not _is_zero(t)]
+        out, res = fwd(context, *arrays)
+        if not live:
+            return out, jax.tree.map(jnp.zeros_like, out)
+
+        def tangent(u):                                 # L u, the live arrays' tangents u
+            def fn_of(*live_arrays):
+                new = list(arrays)
+                for i, x in zip(live, live_arrays, strict=True):
+                    new[i] = x
+                return fn(context, *new)
+            return jax.jvp(fn_of, tuple(arrays[i] for i in live), tuple(u))[1]
+
+        def matvec(z):                                  # N⁻¹ (u, w) = (u, w − L u)
+            return z[0], jax.tree.map(jnp.subtract, z[1], tangent(z[0]))
+
+        def solve(_, b):                                # N (u, w) = (u, w + L u)
+            return b[0], jax.tree.map(jnp.add, b[1], tangent(b[0]))
+
+        def transpose_solve(_, c):                      # Nᵀ (ū, w̄) = (ū + Lᵀ w̄, w̄)
+            cotangents = bwd(context, res, c[1])
+            return tuple(c[0][k] + cotangents[i] for k, i in enumerate(live)), c[1]
+
+        u = tuple(tangents[1 + i] for i in live)
+        zero = jnp.sum(u[0]) * 0                        # b must be linear in the tangents: w = 0 · Σ u₀
+        b = (u, jax.tree.map(lambda o: jnp.zeros_like(o) * zero.astype(o.dtype), out))
+        return out, jax.lax.custom_linear_solve(matvec, b, solve, transpose_solve)[1]
+
+    f.defjvp(f_jvp, symbolic_zeros=True)
+    return f

@@ -1,5 +1,5 @@
-"""RNEA and ABA on the batch-last layout (`jaxsoa.multibody.batch_last`): the path a leading-batch
-call `rnea(model, q[B, nq], …)` / `aba(model, q[B, nq], …)` takes when every joint is fixed,
+"""ABA on the batch-last layout (`jaxsoa.multibody.batch_last`): the path a leading-batch
+call `aba(model, q[B, nq], …)` takes (RNEA: `jaxsoa.algorithms.batch_last_rnea`) when every joint is fixed,
 revolute, prismatic or free (`batch_last_frames.supports`); other models (spherical joints) run
 the per-sample recursions under `jax.vmap`. Same equations as `jaxsoa.algorithms.dynamics`
 (Featherstone's ABA with armature and link-frame external wrenches), written per link on lists of
@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
+from jaxsoa.algorithms.batch_last_rnea import rnea
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import nan_unless
 from jaxsoa.multibody.joints import JointType
@@ -22,45 +23,6 @@ from jaxsoa.multibody.model import Model
 from jaxsoa.spatial import batch_last as sp
 
 supports = fr.supports
-
-
-def rnea(model: Model, q, v, a, f_ext=None):
-    """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext on batches: (B, nv)."""
-    fr.check_batch(model, q=("q", q), v=("v", v), a=("v", a), f_ext=("f_ext", f_ext))
-    trav, d, batch = model.traversal, fr.link_data(model), q.shape[0]
-    q_links, v_links, a_links = fr.scalar_coordinates(model, q, v, a)
-    R, p = fr.joint_frames(model, d, q, q_links)
-    v_joint, a_joint = fr.joint_motion(model, d, v, v_links), fr.joint_motion(model, d, a, a_links)
-
-    def motion_step(t, live, parent):         # v = X⁻¹ v_p + S q̇;  a = X⁻¹ a_p + S q̈ + v ×m S q̇
-        def f(parent, t):
-            R_t, p_t, vJ, aJ = (bl.read_rows(x, t) for x in (R, p, v_joint, a_joint))
-            v_t = sp.add(sp.inv_act_motion(R_t, p_t, parent[:6]), vJ)
-            a_t = sp.add(sp.add(sp.inv_act_motion(R_t, p_t, parent[6:]), aJ), sp.cross_motion(v_t, vJ))
-            return v_t + a_t
-        va = bl.stage(live, f, parent, t)
-        return va, jnp.stack(va)
-
-    root = [0.0] * 9 + [-model.gravity[..., i] for i in range(3)]      # a_world = [0; −g]
-    va = bl.outward(trav, motion_step, root, batch, q.dtype)                     # (n, 12, B)
-    V, A = bl.components(va[:, :6]), bl.components(va[:, 6:])
-    inertia = bl.components(d.inertia)
-    h = bl.stage(bl.always(trav), sp.inertia_vec, inertia, V)
-    external = bl.components(fr.external_wrenches(model, f_ext, q.dtype))
-    # all links at once: f = I a + v ×* I v − f_ext
-    F = jnp.stack(sp.sub(sp.add(sp.inertia_vec(inertia, A), sp.cross_force(V, h)), external), 1)
-
-    def force_step(t, live, children):        # f_t += Σ_c X* f_c;  τ_t = Sᵀ f_t
-        def g(children, t):
-            f_t = sp.add(bl.read_rows(F, t), children)
-            return [*f_t, sp.dot(bl.read_rows(d.S, t), f_t)]
-        r = bl.stage(live, g, children, t)
-        return sp.act_force(bl.read_rows(R, t), bl.read_rows(p, t), r[:6]), jnp.stack(r)
-
-    _, f_tau = bl.inward(trav, force_step, 6, batch, q.dtype)              # (n, 7, B): f, τ
-    free = [bl.read_rows(f_tau, pos)[:6] for pos in fr.free_positions(model)]   # τ_free = Sᵀ f
-    armature = jnp.broadcast_to(model.armature, a.shape)                      # (nv,) or a stack's (B, nv)
-    return fr.joint_vector(model, f_tau[:, 6], free) + armature * a           # τ += armature ⊙ q̈
 
 
 def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_world, pos, k_index):

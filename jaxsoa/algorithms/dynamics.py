@@ -9,7 +9,7 @@ acceleration α_world = [0; −g]. Every pass goes through `jaxsoa.multibody.tra
 
 import jax.numpy as jnp
 
-from jaxsoa.algorithms import batch_last, batch_last_crba
+from jaxsoa.algorithms import batch_last, batch_last_crba, batch_last_rnea
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.algorithms.kinematics import (
     forward_kinematics,
@@ -45,7 +45,7 @@ def _bias_forces(I, v_links, f_ext):
 
 
 @entry_point(q='q', v='v', a='v', f_ext='f_ext',
-             batched=BatchedPath(batch_last.supports, batch_last.rnea, stacked=True))
+             batched=BatchedPath(batch_last.supports, batch_last_rnea.rnea, stacked=True))
 def rnea(model: Model, q, v, a, f_ext=None):
     """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext, (nv,)."""
     frames, S = joint_frames(model, q), motion_subspaces(model)

@@ -71,6 +71,12 @@ def inv_act_motion(R, p, m):
     return mat_tvec(R, m[:3]) + mat_tvec(R, sub(m[3:], cross(p, m[:3])))
 
 
+def act_motion(R, p, m):
+    """X_a_b m: ω_a = R ω_b, v_a = R v_b + p × ω_a (the inverse of `inv_act_motion`)."""
+    w_a = mat_vec(R, m[:3])
+    return w_a + add(mat_vec(R, m[3:]), cross(p, w_a))
+
+
 def act_force(R, p, f):
     """X*_a_b f: f_a = R f_b, n_a = R n_b + p × f_a."""
     f_a = mat_vec(R, f[3:])

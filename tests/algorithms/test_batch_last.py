@@ -21,7 +21,7 @@ import pinocchio as pin
 import pytest
 
 import jaxsoa
-from jaxsoa.algorithms import batch_last, dynamics
+from jaxsoa.algorithms import batch_last, batch_last_rnea, dynamics
 from jaxsoa.multibody.joints import JointType
 from tests.helpers.trees import (
     build_jaxsoa,
@@ -137,7 +137,7 @@ def test_equals_the_per_sample_recursions(floating):
     q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(5), 6))
     v, a = (jnp.asarray(rng.normal(size=(6, model.nv))) for _ in range(2))
     f_ext = jnp.asarray(rng.normal(size=(6, model.n_links, 6)))
-    assert relative_error(batch_last.rnea(model, q, v, a, f_ext),
+    assert relative_error(batch_last_rnea.rnea(model, q, v, a, f_ext),
                           _per_sample(dynamics.rnea.__wrapped__, model, q, v, a, f_ext)) < 1e-10
     assert relative_error(batch_last.aba(model, q, v, a, f_ext),
                           _per_sample(dynamics._aba_recursion, model, q, v, a, f_ext)) < 1e-10
@@ -201,13 +201,13 @@ def test_one_compilation_for_every_tree_of_the_same_joint_types():
 
 
 def test_direct_calls_check_their_batch(panda):
-    """`batch_last.rnea` / `aba` called directly need one leading batch axis and the model's shapes."""
+    """`batch_last_rnea.rnea` / `batch_last.aba` called directly need one leading batch axis and the model's shapes."""
     q = jnp.zeros((3, panda.nq))
     with pytest.raises(ValueError, match="argument 'q' has shape"):
         batch_last.aba(panda, q[:, :-1], q, q)
     with pytest.raises(ValueError, match="one leading batch axis"):
-        batch_last.rnea(panda, q[0], q[0], q[0])
+        batch_last_rnea.rnea(panda, q[0], q[0], q[0])
     with pytest.raises(ValueError, match="different batch sizes"):
-        batch_last.rnea(panda, q, q[:2], q)
+        batch_last_rnea.rnea(panda, q, q[:2], q)
     with pytest.raises(ValueError, match="argument 'f_ext'"):
         batch_last.aba(panda, q, q, q, jnp.zeros((3, panda.n_links, 3)))

@@ -22,7 +22,7 @@ import pinocchio as pin
 import pytest
 
 import jaxsoa
-from jaxsoa.algorithms import batch_last, dynamics
+from jaxsoa.algorithms import batch_last_rnea, dynamics
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.joints import JointType
 from tests.helpers.trees import (
@@ -171,7 +171,7 @@ def test_bad_stacks_and_batches_are_named():
     with pytest.raises(ValueError, match="model field 'mass' has shape"):
         jaxsoa.rnea(half, q[0], q[0, :models[0].nv], q[0, :models[0].nv])
     with pytest.raises(ValueError, match="stack of"):
-        batch_last.rnea(stacked, q, q[:, :models[0].nv], q[:, :models[0].nv])
+        batch_last_rnea.rnea(stacked, q, q[:, :models[0].nv], q[:, :models[0].nv])
 
 
 def test_child_chains_list_every_child_once():

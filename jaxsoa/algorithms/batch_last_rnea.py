@@ -1,0 +1,152 @@
+"""Inverse dynamics (RNEA) on the batch-last layout (`jaxsoa.multibody.batch_last`), with its reverse
+mode written by hand: the path a leading-batch call `rnea(model, q[B, nq], …)` takes, and the residual
+of ABA's adjoint on that path (`jaxsoa.algorithms.batch_last`).
+
+Forward (Featherstone's RNEA, link-frame external wrenches, armature):
+
+    outward  v_t = X_t v_p + S q̇_t,   a_t = X_t a_p + S q̈_t + v_t ×m S q̇_t,   a_world = [0; −g]
+    local    F_t = I_t a_t + v_t ×* I_t v_t − f_ext,t
+    inward   f_t = F_t + Σ_c X_cᵀ f_c,  τ_t = Sᵀ f_t
+
+(X_t = X_parent_t⁻¹ on motions; Xᵀ is the force transform to the parent.) Reverse, for the cotangent
+f̄ of the link forces, the passes swap direction (the transpose of an inward sum is an outward copy):
+
+    outward  φ_t = f̄_t + X_t φ_p                     (the cotangent of f_t, φ_world = 0)
+    local    (Ī, v̄, ā, f̄_ext) = VJP of F at φ        (all links at once)
+    inward   Ā_t = ā_t + Σ_c X_cᵀ Ā_c,   V̄_t = v̄_t + S q̇_t ×* Ā_t + Σ_c X_cᵀ V̄_c
+    inputs   (S q̇)‾ = V̄ − v ×* Ā,  (S q̈)‾ = Ā,  ḡ = −(Σ_roots X_tᵀ Ā_t)_linear,
+             (R, p)‾ = VJP of the three transforms at (V̄, Ā, φ_p), with the parent-frame operands
+             recovered in the child frame (v_p = X_t⁻¹ (v_t − S q̇_t), …), so no parent gather.
+
+Frames, joint motions and model data around the passes are elementwise and differentiated by JAX
+(`jaxsoa.algorithms.adjoint.custom_reverse` joins the two; forward mode is JAX's JVP). Two scans
+forward and two back: the reverse costs about two RNEAs where JAX's transpose of the staged passes
+cost about seven (docs/performance.md, "Gradients on this path").
+
+Shapes: q (B, nq), v / a (B, nv), f_ext (B, n, 6) or None; per-link arrays (n, k, B) in depth order
+(model data (n, k, 1) when shared by the batch); result (B, nv).
+"""
+
+import jax
+import jax.numpy as jnp
+
+from jaxsoa.algorithms import batch_last_frames as fr
+from jaxsoa.algorithms.adjoint import custom_reverse
+from jaxsoa.multibody import batch_last as bl
+from jaxsoa.multibody.model import Model
+from jaxsoa.spatial import batch_last as sp
+
+
+def _motion_pass(trav, R, p, v_joint, a_joint, gravity):
+    """(n, 12, B) [v; a] of every link in depth order."""
+    def motion_step(t, live, parent):         # v = X v_p + S q̇;  a = X a_p + S q̈ + v ×m S q̇
+        def f(parent, t):
+            R_t, p_t, vJ, aJ = (bl.read_rows(x, t) for x in (R, p, v_joint, a_joint))
+            v_t = sp.add(sp.inv_act_motion(R_t, p_t, parent[:6]), vJ)
+            a_t = sp.add(sp.add(sp.inv_act_motion(R_t, p_t, parent[6:]), aJ), sp.cross_motion(v_t, vJ))
+            return v_t + a_t
+        va = bl.stage(live, f, parent, t)
+        return va, jnp.stack(va)
+
+    root = [0.0] * 9 + [-gravity[..., i] for i in range(3)]             # a_world = [0; −g]
+    return bl.outward(trav, motion_step, root, R.shape[-1], R.dtype)
+
+
+def _local_forces(inertia, V, A, external):
+    """F = I a + v ×* I v − f_ext of all links at once (6-list of (n, B)); inertia a 21-list."""
+    return sp.sub(sp.add(sp.inertia_vec(inertia, A), sp.cross_force(V, sp.inertia_vec(inertia, V))), external)
+
+
+def _forces_fwd(trav, R, p, v_joint, a_joint, inertia, external, gravity):
+    """(f (n, 6, B), residuals): every link's total force, and what the reverse pass reads."""
+    va = _motion_pass(trav, R, p, v_joint, a_joint, gravity)
+    V, A, I = bl.components(va[:, :6]), bl.components(va[:, 6:]), bl.components(inertia)
+    h = bl.stage(bl.always(trav), sp.inertia_vec, I, V)
+    F = jnp.stack(sp.sub(sp.add(sp.inertia_vec(I, A), sp.cross_force(V, h)), bl.components(external)), 1)
+
+    def force_step(t, live, children):        # f_t = F_t + Σ_c X_cᵀ f_c
+        f_t = bl.stage(live, lambda c, t: sp.add(bl.read_rows(F, t), c), children, t)
+        return sp.act_force(bl.read_rows(R, t), bl.read_rows(p, t), f_t), jnp.stack(f_t)
+
+    f = bl.inward(trav, force_step, 6, R.shape[-1], R.dtype)[1]
+    return f, (R, p, v_joint, a_joint, inertia, external, gravity, va, f)
+
+
+def _forces_bwd(trav, res, f_bar):
+    """Cotangents of (R, p, v_joint, a_joint, inertia, external, gravity) for f̄ (n, 6, B)."""
+    R, p, v_joint, a_joint, inertia, external, gravity, va, f = res
+    batch, dtype = f.shape[-1], f.dtype
+
+    def phi_step(t, live, parent):            # φ_t = f̄_t + X_t φ_p
+        phi = bl.stage(live, lambda u, t: sp.add(sp.inv_act_motion(bl.read_rows(R, t), bl.read_rows(p, t), u),
+                                                  bl.read_rows(f_bar, t)), parent, t)
+        return phi, jnp.stack(phi)
+
+    phi = bl.outward(trav, phi_step, [0.0] * 6, batch, dtype)                         # (n, 6, B)
+    V, A, Phi = bl.components(va[:, :6]), bl.components(va[:, 6:]), bl.components(phi)
+    _, local_vjp = jax.vjp(_local_forces, bl.components(inertia), V, A, bl.components(external))
+    inertia_bar, v_bar, a_bar, external_bar = local_vjp(Phi)
+    local = jnp.stack(a_bar + v_bar, 1)                                                # (n, 12, B)
+
+    def motion_adjoint_step(t, live, children):   # Ā = ā + Σ Xᵀ Ā_c;  V̄ = v̄ + S q̇ ×* Ā + Σ Xᵀ V̄_c
+        def g(children, t):
+            own = bl.read_rows(local, t)
+            A_bar = sp.add(own[:6], children[:6])
+            return A_bar + sp.add(sp.add(own[6:], children[6:]), sp.cross_force(bl.read_rows(v_joint, t), A_bar))
+        r = bl.stage(live, g, children, t)
+        R_t, p_t = bl.read_rows(R, t), bl.read_rows(p, t)
+        return sp.act_force(R_t, p_t, r[:6]) + sp.act_force(R_t, p_t, r[6:]), jnp.stack(r)
+
+    acc, AV = bl.inward(trav, motion_adjoint_step, 12, batch, dtype)                 # acc[n]: the world's
+    A_bar, V_bar, vJ, aJ = (bl.components(x) for x in (AV[:, :6], AV[:, 6:], v_joint, a_joint))
+    Rl, pl = bl.components(R), bl.components(p)
+    v_parent = sp.act_motion(Rl, pl, sp.sub(V, vJ))                                   # X⁻¹ (v − S q̇)
+    a_parent = sp.act_motion(Rl, pl, sp.sub(sp.sub(A, aJ), sp.cross_motion(V, vJ)))
+    phi_parent = sp.act_motion(Rl, pl, sp.sub(Phi, bl.components(f_bar)))
+    forces = bl.components(f)
+
+    def transforms(R, p):
+        return sp.inv_act_motion(R, p, v_parent), sp.inv_act_motion(R, p, a_parent), sp.act_force(R, p, forces)
+
+    R_bar, p_bar = jax.vjp(transforms, Rl, pl)[1]((V_bar, A_bar, phi_parent))
+    g_bar = -acc[-1, 3:6]                                                            # a_world = [0; −g]
+    g_bar = jnp.sum(g_bar, -1) if gravity.ndim == 1 else g_bar.T
+    v_joint_bar = jnp.stack(sp.sub(V_bar, sp.cross_force(V, A_bar)), 1)
+    cotangents = (jnp.stack(R_bar, 1), jnp.stack(p_bar, 1), v_joint_bar, AV[:, :6], jnp.stack(inertia_bar, 1),
+                  jnp.stack(external_bar, 1), g_bar)
+    return tuple(_sum_to(x, y.shape) for x, y in zip(cotangents, res[:7], strict=True))
+
+
+def _sum_to(x, shape):
+    """x summed over the axes where `shape` has a broadcast 1 (data shared by the batch)."""
+    axes = tuple(i for i, (a, b) in enumerate(zip(x.shape, shape, strict=True)) if b == 1 and a != 1)
+    return jnp.sum(x, axes, keepdims=True) if axes else x
+
+
+_link_forces = custom_reverse(lambda *args: _forces_fwd(*args)[0], _forces_fwd, _forces_bwd)
+
+
+def rnea(model: Model, q, v, a, f_ext=None):
+    """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext on batches: (B, nv); reverse mode
+    by the hand-written passes."""
+    return _rnea(_link_forces, model, q, v, a, f_ext)
+
+
+def rnea_autodiff(model: Model, q, v, a, f_ext=None):
+    """`rnea` differentiated by plain autodiff (JAX's transpose of the passes): the second code path
+    the hand-written reverse mode is tested and benchmarked against."""
+    return _rnea(lambda *args: _forces_fwd(*args)[0], model, q, v, a, f_ext)
+
+
+def _rnea(link_forces, model, q, v, a, f_ext):
+    fr.check_batch(model, q=("q", q), v=("v", v), a=("v", a), f_ext=("f_ext", f_ext))
+    d = fr.link_data(model)
+    q_links, v_links, a_links = fr.scalar_coordinates(model, q, v, a)
+    R, p = fr.joint_frames(model, d, q, q_links)
+    v_joint, a_joint = fr.joint_motion(model, d, v, v_links), fr.joint_motion(model, d, a, a_links)
+    external = fr.external_wrenches(model, f_ext, q.dtype)
+    f = link_forces(model.traversal, R, p, v_joint, a_joint, d.inertia, external, model.gravity)
+    tau_links = sp.dot(bl.components(d.S), bl.components(f))                        # τ = Sᵀ f
+    free = [bl.read_rows(f, pos) for pos in fr.free_positions(model)]               # τ_free = f
+    armature = jnp.broadcast_to(model.armature, a.shape)                      # (nv,) or a stack's (B, nv)
+    return fr.joint_vector(model, tau_links, free) + armature * a              # τ += armature ⊙ q̈
