@@ -2,7 +2,8 @@
 derivatives, same process, as ratios (docs/performance.md, "Gradients: the adjoint").
 
     python -m experiments.benchmarks.bench_adjoint [--quick] [--systems panda,space_arm_free]
-        [--call-batches 256,8192] [--roll-batch 256] [--steps 100] [--dtype float32] [--wrt state|all]
+        [--call-batches 256,8192] [--roll-batch 256] [--batch-rollout 256] [--steps 100] [--dtype float32]
+        [--wrt state|all]
 
 For the Franka Panda (fixed base) and the 7-DOF space arm on its free-floating hub
 (`sims/space_arm_7dof.py`):
@@ -13,6 +14,9 @@ For the Franka Panda (fixed base) and the 7-DOF space arm on its free-floating h
 * **rollout**: a batch of `--roll-batch` RK4 rollouts of `--steps` steps (dt = 0.01 s) under open-loop
   torques held per step, loss Σ_k |q_k|² + |v_k|² (as `bench_gradient`), value and value+gradient
   w.r.t. (q0, v0, τ_0 … τ_{K−1});
+* **rollout-batch**: `--batch-rollout` closed-loop RK4 rollouts (τ = −k_d ⊙ v + u₀ sin t, the gains
+  shared), value and value+gradient w.r.t. (q0, v0, k_d), once per sample under `jax.vmap` and once as
+  a leading-batch `rollout` (the batch-last core; its × value is against its own value);
 * gradient paths: `adjoint` (`jaxsoa.aba`: its custom JVP, reverse mode by transposition),
   `autodiff` (`jaxsoa.algorithms.dynamics.aba_autodiff`: reverse mode through ABA's scans) and, for
   the call, `custom_vjp` (the same adjoint written as a `jax.custom_vjp`, the measured alternative,
@@ -50,7 +54,7 @@ from sims import space_arm_7dof
 
 RESULTS = Path(__file__).parent / "results"
 DT = 0.01
-QUICK = dict(steps=10, call_batches=(64,), roll_batch=16, repeats=3, target_s=0.05, pin_samples=64,
+QUICK = dict(steps=10, call_batches=(64,), roll_batch=16, batch_rollout=16, repeats=3, target_s=0.05, pin_samples=64,
              out=RESULTS / "bench_adjoint_quick.json")
 
 
@@ -62,6 +66,8 @@ def parse_args(argv=None):
     p.add_argument("--systems", type=names, default=("panda", "space_arm_free"))
     p.add_argument("--call-batches", type=ints, default=(256, 8192), help="batches of the single call")
     p.add_argument("--roll-batch", type=int, default=256, help="rollouts per call (0: no rollout cases)")
+    p.add_argument("--batch-rollout", type=int, default=256, help="closed-loop rollouts per call, per-sample vs "
+                                                                   "batch-last core (0: none)")
     p.add_argument("--steps", type=int, default=100, help="RK4 steps per rollout")
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--wrt", default="state", choices=("state", "all"), help="call gradient w.r.t. (q, v, τ) or "
@@ -150,6 +156,32 @@ def rollout_cases(model, batch, steps, dtype, checkpoint, rng):
     return cases
 
 
+def batch_rollout_cases(model, batch, steps, dtype, checkpoint, rng):
+    """{case: (fn, args)} of a closed-loop rollout loss, τ = −k_d ⊙ v + u₀ sin t with the gains k_d
+    (nv,) shared by the batch: per sample (`jax.vmap` of one-sample rollouts: the per-sample core)
+    and as one leading-batch call (the batch-last core); gradients w.r.t. (q0, v0, k_d)."""
+    q0 = jnp.broadcast_to(jaxsoa.neutral(model, dtype), (batch, model.nq))
+    v0 = jnp.asarray(rng.normal(0.0, 0.1, (batch, model.nv)), dtype)
+    gains, u0 = (jnp.asarray(rng.uniform(0.5, 2.0, model.nv), dtype) for _ in range(2))
+
+    def loss(leading, fd=jaxsoa.aba):
+        step = jaxsoa.rk4_step if fd is jaxsoa.aba else functools.partial(jaxsoa.rk4_step, dynamics=fd)
+
+        def total(q0, v0, gains):
+            def roll(q0, v0):
+                return jaxsoa.rollout(model, q0, v0, lambda t, q, v: -gains * v + u0 * jnp.sin(t), DT, steps,
+                                      step=step, checkpoint=checkpoint)
+            qs, vs = roll(q0, v0) if leading else jax.vmap(roll)(q0, v0)
+            return jnp.sum(qs**2) + jnp.sum(vs**2)
+        return total
+
+    args = (q0, v0, gains)
+    return {"value": (loss(False), args), "value batch-last": (loss(True), args),
+            "adjoint": (jax.value_and_grad(loss(False), argnums=(0, 1, 2)), args),
+            "adjoint batch-last": (jax.value_and_grad(loss(True), argnums=(0, 1, 2)), args),
+            "autodiff": (jax.value_and_grad(loss(False, aba_autodiff), argnums=(0, 1, 2)), args)}
+
+
 # ---------------------------------------------------------------------------------------------
 # timing
 
@@ -203,15 +235,16 @@ def time_group(system, kind, batch, cases, opts):
     times = interleaved({k: (compiled[k], cases[k][1]) for k in cases}, opts.repeats, opts.target_s)
     out = []
     for name, ts in times.items():
+        value = times["value batch-last" if name.endswith("batch-last") and "value batch-last" in times else "value"]
         record = {"system": system, "kind": kind, "case": name, "batch": batch, "dtype": opts.dtype,
                   "wrt": opts.wrt if kind == "call" else "state", **records[name],
                   "per_sample_us": statistics.median(ts) / batch * 1e6,
-                  "x_value": statistics.median(t / v for t, v in zip(ts, times["value"], strict=True)),
-                  "x_value_min": min(t / v for t, v in zip(ts, times["value"], strict=True)),
-                  "x_value_max": max(t / v for t, v in zip(ts, times["value"], strict=True))}
+                  "x_value": statistics.median(t / v for t, v in zip(ts, value, strict=True)),
+                  "x_value_min": min(t / v for t, v in zip(ts, value, strict=True)),
+                  "x_value_max": max(t / v for t, v in zip(ts, value, strict=True))}
         if record["temp_bytes"] is not None:
             record["temp_bytes_per_sample"] = record["temp_bytes"] / batch
-        if name != "value" and "autodiff" in outputs:
+        if not name.startswith("value") and "autodiff" in outputs:
             record["grad_rel_diff_vs_autodiff"] = gradient_difference(outputs[name][1], outputs["autodiff"][1])
         out.append(record)
     return out
@@ -260,6 +293,10 @@ def main(argv=None):
             print(f"[bench_adjoint] {name} rollout batch {opts.roll_batch}", flush=True)
             records += time_group(name, "rollout", opts.roll_batch,
                                   rollout_cases(model, opts.roll_batch, opts.steps, dtype, opts.checkpoint, rng), opts)
+        if opts.batch_rollout:
+            print(f"[bench_adjoint] {name} closed-loop rollout batch {opts.batch_rollout}", flush=True)
+            records += time_group(name, "rollout-batch", opts.batch_rollout, batch_rollout_cases(
+                model, opts.batch_rollout, opts.steps, dtype, opts.checkpoint, rng), opts)
         if opts.pin_samples:
             records += pinocchio_records(name, pin_model, opts.pin_samples, opts.repeats, opts.target_s)
     pin_derivatives = {r["system"]: r["per_sample_us"] for r in records if r["case"] == "pin computeABADerivatives"}

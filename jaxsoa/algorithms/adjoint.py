@@ -83,24 +83,30 @@ def _is_zero(tangent):
     return isinstance(tangent, jax.custom_derivatives.SymbolicZero)
 
 
-def adjoint_forward_dynamics(aba_recursion: Callable, rnea: Callable) -> Callable:
+def adjoint_forward_dynamics(aba_recursion: Callable, rnea: Callable, factored=None) -> Callable:
     """fd(model, q, v, tau, f_ext) -> q̈ (nv,) = aba_recursion(...), differentiated as the solution
     of rnea(model, q, v, q̈, f_ext) = τ: A = M, applied as RNEA(q, 0, x) and inverted as
-    ABA(q, 0, b) on the gravity-free model (M symmetric, so the adjoint solve is the same ABA).
-    Per sample: q (nq,), v / tau (nv,), f_ext (n, 6) or None."""
+    ABA(q, 0, b) on the gravity-free model (M symmetric, so the adjoint solve is the same ABA), or,
+    with `factored = (aba_factored, solve_mass)`, by solve_mass(model, aux, b) reusing the forward
+    call's aux from aba_factored(...) -> (q̈, aux). Per sample: q (nq,), v / tau (nv,), f_ext (n, 6)
+    or None (or the same with one leading batch axis for a batched recursion)."""
 
     def solve(model, q, v, tau, f_ext):
-        return aba_recursion(model, q, v, tau, f_ext), None
+        if factored is None:
+            return aba_recursion(model, q, v, tau, f_ext), None
+        return factored[0](model, q, v, tau, f_ext)
 
     def residual(p, qdd):
         model, q, v, tau, f_ext = p
         return tau - rnea(with_symmetric_inertia(model), q, v, qdd, f_ext)   # r = τ − RNEA(q, v, q̈, f_ext; θ)
 
-    def operators(p, qdd, _):
+    def operators(p, qdd, aux):
         free, q, zero = without_gravity(p[0]), p[1], jnp.zeros_like(qdd)
-        return (lambda x: rnea(free, q, zero, x, None),                  # M x
-                lambda _, b: aba_recursion(free, q, zero, b, None),      # M⁻¹ b
-                None)
+        if factored is None:
+            inverse = lambda _, b: aba_recursion(free, q, zero, b, None)     # noqa: E731  M⁻¹ b
+        else:
+            inverse = lambda _, b: factored[1](p[0], aux, b)                  # noqa: E731  M⁻¹ b, reused
+        return lambda x: rnea(free, q, zero, x, None), inverse, None          # M x
 
     return implicit_dynamics(solve, residual, operators)
 

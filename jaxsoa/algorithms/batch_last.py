@@ -11,6 +11,9 @@ traced (one compile for every tree with these joint types); the model's data are
 batch.
 """
 
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
 
 from jaxsoa.algorithms import batch_last_frames as fr
@@ -25,15 +28,20 @@ from jaxsoa.spatial import batch_last as sp
 supports = fr.supports
 
 
-def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_world, pos, k_index):
-    """(a, S q̈) of the free root at sequence position `pos` (6-lists): with its articulated inertia
-    𝒫 and bias z (the inward pass's accumulator + its own), a' = X⁻¹ a_world + c and the joint-space
-    D = Sᵀ 𝒫 S + armature, q̈ = D⁻¹ (τ − Sᵀ (z + 𝒫 a')) and a = a' + S q̈."""
-    own = bl.read_rows(acc, pos)
-    P = sp.add(bl.read_rows(d.inertia, pos), own[:21])
-    c_b = bl.read_rows(cb, pos)
-    z = sp.add(c_b[6:], own[21:])
-    a_prime = sp.add(sp.inv_act_motion(bl.read_rows(R, pos), bl.read_rows(p, pos), a_world), c_b[:6])
+class Factor(NamedTuple):
+    """What M(q)⁻¹ b reuses from a forward ABA at the same q (`solve_mass_matrix`): the frames R
+    (n, 9, B) and p (n, 3, B), G = U / D and D⁻¹ per link (n, 7, B) in depth order, and each free
+    root's articulated inertia 𝒫 (a 21-list)."""
+    R: jax.Array
+    p: jax.Array
+    G_D_inv: jax.Array
+    P_free: tuple
+
+
+def _free_root_solve(model, P, z, a_prime, tau, k_index):
+    """(a, S q̈) of free root k_index (6-lists): with its articulated inertia 𝒫, bias z and
+    a' = X⁻¹ a_world + c, the joint-space D = Sᵀ 𝒫 S + armature, q̈ = D⁻¹ (τ − Sᵀ (z + 𝒫 a')) and
+    a = a' + S q̈."""
     A, Bm, C = sp.inertia_blocks(P)
     P_full = [A[i] + Bm[i] for i in range(3)] + [[Bm[j][i] for j in range(3)] + C[i] for i in range(3)]
     swap = [3, 4, 5, 0, 1, 2]                                           # S = [[0, 1], [1, 0]]: Sᵀ x = x[swap]
@@ -47,8 +55,40 @@ def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_world, pos, k_index)
     return sp.add(a_prime, joint), joint
 
 
-def _aba_recursion(model: Model, q, v, tau, f_ext=None):
-    """Forward dynamics q̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm: (B, nv)."""
+def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_world, pos, k_index):
+    """(a, S q̈, 𝒫) of the free root at sequence position `pos`: 𝒫 and z are its own terms plus the
+    inward pass's accumulator, a' = X⁻¹ a_world + c (`_free_root_solve`)."""
+    own = bl.read_rows(acc, pos)
+    P = sp.add(bl.read_rows(d.inertia, pos), own[:21])
+    c_b = bl.read_rows(cb, pos)
+    a_prime = sp.add(sp.inv_act_motion(bl.read_rows(R, pos), bl.read_rows(p, pos), a_world), c_b[:6])
+    return (*_free_root_solve(model, P, sp.add(c_b[6:], own[21:]), a_prime, tau, k_index), P)
+
+
+def _accelerations(model, d, R, p, G_nu, c, a_world, a_free):
+    """The outward pass a' = X⁻¹ a_p + c;  q̈ = ν − Gᵀ a';  a = a' + S q̈ (a free root's a: `a_free`,
+    already solved). G_nu (n, 7, B): G and ν per link; c (n, ≥6, B) or None (zero). q̈ (n, B)."""
+    def acceleration_step(t, live, parent):
+        def fa(parent, t):
+            a_t = sp.inv_act_motion(bl.read_rows(R, t), bl.read_rows(p, t), parent)
+            return a_t if c is None else sp.add(a_t, bl.read_rows(c, t)[:6])
+        a_t = bl.stage(live, fa, parent, t)
+
+        def f(a_t, t):
+            out = bl.read_rows(G_nu, t)
+            qdd = out[6] - sp.dot(out[:6], a_t)
+            a_new = sp.add(a_t, sp.scale(qdd, bl.read_rows(d.S, t)))
+            free = bl.read(d.free, t)
+            return [*sp.add(sp.scale(1 - free, a_new), sp.scale(free, bl.read_rows(a_free, t))), qdd]
+        r = bl.stage(live, f, a_t, t)
+        return r[:6], r[6]
+
+    return bl.outward(model.traversal, acceleration_step, a_world, R.shape[-1], R.dtype)
+
+
+def _aba_factored(model: Model, q, v, tau, f_ext=None):
+    """(q̈ (B, nv), `Factor`): forward dynamics q̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the
+    articulated-body algorithm, and what `solve_mass_matrix` reuses."""
     trav, d, batch = model.traversal, fr.link_data(model), q.shape[0]
     q_links, v_links, tau_links = fr.scalar_coordinates(model, q, v, tau)
     R, p = fr.joint_frames(model, d, q, q_links)
@@ -77,9 +117,9 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
             z = sp.add(bl.read_rows(cb, t)[6:], children[21:])
             U = sp.inertia_vec(P, S_t)
             D_inv = 1.0 / (sp.dot(S_t, U) + bl.read(d.d_offset, t))
-            return U + sp.scale(D_inv, U) + [(bl.read(tau_links, t) - sp.dot(S_t, z)) * D_inv]
+            return U + sp.scale(D_inv, U) + [(bl.read(tau_links, t) - sp.dot(S_t, z)) * D_inv, D_inv]
         r = bl.stage(live, s_u, children, t)
-        U, G, nu = r[:6], r[6:12], r[12]                                # G = U / D;  ν = (τ − Sᵀ z) / D
+        U, G, nu, D_inv = r[:6], r[6:12], r[12], r[13]                  # G = U / D;  ν = (τ − Sᵀ z) / D
 
         def plus(children, t):          # 𝒫⁺ = 𝒫 − U Gᵀ;  z⁺ = z + 𝒫⁺ c + U ν
             P = sp.add(bl.read_rows(d.inertia, t), children[:21])
@@ -96,37 +136,54 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
         p_t = bl.read_rows(p, t)
         f_lin, n_rot = r[27:30], r[30:33]                               # X* z⁺ = [R n + p × R f; R f]
         up = sp.translate_inertia(p_t, P_rot) + sp.add(n_rot, sp.cross(p_t, f_lin)) + f_lin
-        return up, jnp.stack([*G, nu])
+        return up, jnp.stack([*G, nu, D_inv])
 
-    acc, G_nu = bl.inward(trav, articulated_step, 27, batch, q.dtype)    # (n, 7, B): G, ν
+    acc, G_nu_D = bl.inward(trav, articulated_step, 27, batch, q.dtype)  # (n, 8, B): G, ν, D⁻¹
     root = [0.0] * 3 + [-model.gravity[..., i] for i in range(3)]      # a_world = [0; −g]
-    a_free, free_qdd = jnp.zeros((model.n_links, 6, batch), q.dtype), []
+    a_free, free_qdd, P_free = jnp.zeros((model.n_links, 6, batch), q.dtype), [], []
     for i, pos in enumerate(fr.free_positions(model)):
-        a_root, joint = _free_root_acceleration(model, d, R, p, cb, acc, tau, root, pos, i)
-        a_free, free_qdd = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint]
-
-    def acceleration_step(t, live, parent):   # a' = X⁻¹ a_p + c;  q̈ = ν − Gᵀ a';  a = a' + S q̈ (a free root's: solved)
-        def fa(parent, t):
-            return sp.add(sp.inv_act_motion(bl.read_rows(R, t), bl.read_rows(p, t), parent),
-                          bl.read_rows(cb, t)[:6])
-        a_t = bl.stage(live, fa, parent, t)
-
-        def f(a_t, t):
-            out = bl.read_rows(G_nu, t)
-            qdd = out[6] - sp.dot(out[:6], a_t)
-            a_new = sp.add(a_t, sp.scale(qdd, bl.read_rows(d.S, t)))
-            free = bl.read(d.free, t)
-            return [*sp.add(sp.scale(1 - free, a_new), sp.scale(free, bl.read_rows(a_free, t))), qdd]
-        r = bl.stage(live, f, a_t, t)
-        return r[:6], r[6]
-
-    qdd = bl.outward(trav, acceleration_step, root, batch, q.dtype)              # (n, B)
+        a_root, joint, P = _free_root_acceleration(model, d, R, p, cb, acc, tau, root, pos, i)
+        a_free, free_qdd, P_free = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint], [*P_free, P]
+    qdd = _accelerations(model, d, R, p, G_nu_D[:, :7], cb, root, a_free)          # (n, B)
     roots = jnp.all(jnp.stack([model.parent[..., k] < 0 for k in fr.free_links(model)]
                               + [jnp.ones(model.parent.shape[:-1], bool)]), 0)
-    return nan_unless(roots.reshape(roots.shape + (1,) * roots.ndim), fr.joint_vector(model, qdd, free_qdd))
+    qdd = nan_unless(roots.reshape(roots.shape + (1,) * roots.ndim), fr.joint_vector(model, qdd, free_qdd))
+    return qdd, Factor(R, p, jnp.concatenate([G_nu_D[:, :6], G_nu_D[:, 7:]], 1), tuple(P_free))
 
 
-_aba_adjoint = adjoint_forward_dynamics(_aba_recursion, rnea)
+def _aba_recursion(model: Model, q, v, tau, f_ext=None):
+    """Forward dynamics q̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm: (B, nv)."""
+    return _aba_factored(model, q, v, tau, f_ext)[0]
+
+
+def solve_mass_matrix(model: Model, factor: Factor, b):
+    """M(q)⁻¹ b (B, nv) for b (B, nv), reusing a forward ABA's `Factor` at the same q: the bias pass
+    and the acceleration pass of ABA at v = 0 without gravity, its articulated inertias taken as
+    they are (about a third of an ABA)."""
+    d, batch = fr.link_data(model), b.shape[0]
+    b_links = bl.to_depth_order(model.traversal, fr.link_slots(model, "v"), b)
+    R, p, G_D_inv = factor.R, factor.p, factor.G_D_inv
+
+    def bias_step(t, live, children):         # r = b − Sᵀ z;  ν = D⁻¹ r;  z⁺ = z + U ν = z + G r;  up = X* z⁺
+        def f(z, t):
+            G_D = bl.read_rows(G_D_inv, t)
+            r = bl.read(b_links, t) - sp.dot(bl.read_rows(d.S, t), z)
+            return [*sp.add(z, sp.scale(r, G_D[:6])), r * G_D[6]]
+        out = bl.stage(live, f, children, t)
+        return sp.act_force(bl.read_rows(R, t), bl.read_rows(p, t), out[:6]), jnp.stack(out[6:])
+
+    z, nu = bl.inward(model.traversal, bias_step, 6, batch, b.dtype)
+    zero = [jnp.zeros((batch,), b.dtype)] * 6
+    a_free, free_qdd = jnp.zeros((model.n_links, 6, batch), b.dtype), []
+    for i, pos in enumerate(fr.free_positions(model)):       # a' = 0 at a free root (no gravity, v = 0)
+        a_root, joint = _free_root_solve(model, list(factor.P_free[i]), bl.read_rows(z, pos), zero, b, i)
+        a_free, free_qdd = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint]
+    G_nu = jnp.concatenate([G_D_inv[:, :6], nu], 1)
+    qdd = _accelerations(model, d, R, p, G_nu, None, zero, a_free)
+    return fr.joint_vector(model, qdd, free_qdd)
+
+
+_aba_adjoint = adjoint_forward_dynamics(_aba_recursion, rnea, factored=(_aba_factored, solve_mass_matrix))
 
 
 def aba(model: Model, q, v, tau, f_ext=None):

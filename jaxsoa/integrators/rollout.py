@@ -18,7 +18,10 @@ Validity: `Trajectory.first_nonfinite` / `.finite` report the first non-finite s
 traced topology NaN-marks its model, so it shows up there too); `checks=True` adds checkify checks
 of the models, q0 and the trajectory — run such a rollout as
 `checkify.checkify(partial(rollout, checks=True))(...)`. Leading batch axes on q0 / v0 run the
-rollout per sample (`jaxsoa.multibody.arguments`).
+rollout per sample (`jaxsoa.multibody.arguments`); for `rollout` on a model of fixed, revolute,
+prismatic and free (root) joints with one of this package's steps, the batch is instead carried
+through one scan as (B, ·) states, so every stage's ABA is one batch-last call (docs/performance.md,
+"Rollouts on the batch-last core"); the controller still sees one sample.
 """
 
 from typing import NamedTuple
@@ -27,10 +30,11 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import checkify
 
+from jaxsoa.algorithms.batch_last_frames import supports
 from jaxsoa.constraints.closure import LoopClosure
 from jaxsoa.constraints.dynamics import forward_dynamics_constrained, project_velocity
-from jaxsoa.integrators.steps import rk4_step
-from jaxsoa.multibody.arguments import entry_point
+from jaxsoa.integrators.steps import rk4_step, semi_implicit_euler_step
+from jaxsoa.multibody.arguments import BatchedPath, entry_point
 from jaxsoa.multibody.checks import check_configuration, check_model
 from jaxsoa.multibody.model import Model
 from jaxsoa.topology.reconfigure import DesignArrays, apply_configuration, remap_state
@@ -118,14 +122,40 @@ def _rollout(phase, q0, v0, control, dt, n_steps, *, step, checkpoint, control_a
     return rollout_steps(advance, Trajectory(q0, v0), dt, n_steps, checkpoint=checkpoint)
 
 
-@entry_point(q0='q', v0='v', dt='dt', n_steps='steps')
-def rollout(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, checkpoint=False,
-            control_at_stages=False, checks=False) -> Trajectory:
-    """Simulate `n_steps` steps of `step` (default `rk4_step` with ABA) under `control(t, q, v)`.
-    q0 (nq,), v0 (nv,). Options as in the module docstring."""
+def _rollout_one(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, checkpoint=False,
+                 control_at_stages=False, checks=False) -> Trajectory:
     trajectory = _rollout(lambda k, q, v: (model, None, q, v), q0, v0, control, dt, n_steps, step=step,
                           checkpoint=checkpoint, control_at_stages=control_at_stages)
     return _checked(trajectory, checks, model, model, q0)
+
+
+BATCH_AGNOSTIC_STEPS = (rk4_step, semi_implicit_euler_step)
+"""The steps whose per-sample body also runs on (B, ·) states (every call in it is an entry point)."""
+
+
+def _rollout_batch(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, checkpoint=False,
+                   control_at_stages=False, checks=False) -> Trajectory:
+    """`rollout` of a batch, q0 (B, nq), v0 (B, nv) -> (B, n_steps + 1, ·): the state is carried as
+    (B, ·) through one scan, so each stage's forward dynamics is one leading-batch call (the batch-last
+    core) instead of B per-sample calls under `jax.vmap`; `control` runs per sample (vmapped). Another
+    `step` than those of `BATCH_AGNOSTIC_STEPS`, or `checks`, runs the per-sample rollout under vmap."""
+    options = dict(step=step, checkpoint=checkpoint, control_at_stages=control_at_stages, checks=checks)
+    if step not in BATCH_AGNOSTIC_STEPS or checks:
+        return jax.vmap(lambda q, v: _rollout_one(model, q, v, control, dt, n_steps, **options))(q0, v0)
+    per_sample_control = jax.vmap(control, in_axes=(None, 0, 0))
+    trajectory = _rollout(lambda k, q, v: (model, None, q, v), q0, v0, per_sample_control, dt, n_steps,
+                          step=step.__wrapped__, checkpoint=checkpoint, control_at_stages=control_at_stages)
+    return Trajectory(*(jnp.swapaxes(x, 0, 1) for x in trajectory))                 # (B, n_steps + 1, ·)
+
+
+@entry_point(q0='q', v0='v', dt='dt', n_steps='steps', batched=BatchedPath(supports, _rollout_batch))
+def rollout(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, checkpoint=False,
+            control_at_stages=False, checks=False) -> Trajectory:
+    """Simulate `n_steps` steps of `step` (default `rk4_step` with ABA) under `control(t, q, v)`.
+    q0 (nq,), v0 (nv,). Options as in the module docstring; a leading-batch call on a model of the
+    batch-last core's joints carries the whole batch through one scan (`_rollout_batch`)."""
+    return _rollout_one(model, q0, v0, control, dt, n_steps, step=step, checkpoint=checkpoint,
+                        control_at_stages=control_at_stages, checks=checks)
 
 
 @entry_point(closure='closure', q0='q', v0='v', dt='dt', n_steps='steps')

@@ -84,7 +84,7 @@ def test_batched_rollout_equals_vmap(chain):
     batched = jaxsoa.rollout(chain, q0, jnp.zeros(3), _zero(chain), 0.01, 5)
     assert batched.q.shape == (4, 6, 3) and batched.first_nonfinite.shape == (4,)
     mapped = jax.vmap(lambda q: jaxsoa.rollout(chain, q, jnp.zeros(3), _zero(chain), 0.01, 5))(q0)
-    np.testing.assert_array_equal(batched.q, mapped.q)
+    assert float(jnp.max(jnp.abs(batched.q - mapped.q))) < 1e-12     # the batch-last path: rounding only
 
 
 def test_switching_rollout_flags_an_invalid_topology():
