@@ -64,10 +64,7 @@ def implicit_dynamics(solve: Callable, residual: Callable, operators: Callable) 
         live = [(i, t) for i, t in enumerate(jax.tree.leaves(p_dot, is_leaf=_is_zero)) if not _is_zero(t)]
 
         def residual_of(*live_leaves):                     # r with the undifferentiated leaves held constant
-            new = list(leaves)
-            for (i, _), leaf in zip(live, live_leaves, strict=True):
-                new[i] = leaf
-            return residual(jax.tree.unflatten(tree, new), x)
+            return residual(jax.tree.unflatten(tree, _replaced(leaves, [i for i, _ in live], live_leaves)), x)
 
         _, r_dot = jax.jvp(residual_of, tuple(leaves[i] for i, _ in live), tuple(t for _, t in live))  # ∂r/∂p · ṗ
         matvec, solve_A, transpose_solve_A = operators(p, x, aux)
@@ -77,6 +74,14 @@ def implicit_dynamics(solve: Callable, residual: Callable, operators: Callable) 
 
     f.defjvp(f_jvp, symbolic_zeros=True)        # arguments not differentiated stay out of r's tangent
     return f
+
+
+def _replaced(items, indices, values) -> list:
+    """A copy of the list `items` with items[i] = value for i, value in zip(indices, values)."""
+    new = list(items)
+    for i, value in zip(indices, values, strict=True):
+        new[i] = value
+    return new
 
 
 def _is_zero(tangent):
@@ -136,10 +141,7 @@ def custom_reverse(fn: Callable, fwd: Callable, bwd: Callable) -> Callable:
 
         def tangent(u):                                 # L u, the live arrays' tangents u
             def fn_of(*live_arrays):
-                new = list(arrays)
-                for i, x in zip(live, live_arrays, strict=True):
-                    new[i] = x
-                return fn(context, *new)
+                return fn(context, *_replaced(arrays, live, live_arrays))
             return jax.jvp(fn_of, tuple(arrays[i] for i in live), tuple(u))[1]
 
         def matvec(z):                                  # N⁻¹ (u, w) = (u, w − L u)
