@@ -33,6 +33,8 @@ the gather-free masked sums over all n + 1 rows, Σ_j [j = pos_b] x_j (the seed'
 row by row).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -46,11 +48,32 @@ def rows(x):
 
 def stage(pred, fn, *args):
     """fn(*args) (a list of arrays) evaluated behind a fusion barrier: the true branch of
-    `lax.cond(pred, ...)` with a traced `pred` that is always true."""
-    shapes = jax.eval_shape(lambda *a: tuple(fn(*a)), *args)
-    out = jax.lax.cond(pred, lambda a: tuple(fn(*a)),
-                       lambda a: tuple(jnp.zeros(s.shape, s.dtype) for s in shapes), args)
-    return list(out)
+    `lax.cond(pred, ...)` with a traced `pred` that is always true. Differentiated (`_staged`), the
+    barrier stays on the primal and the tangent is JAX's JVP of fn, outside any cond."""
+    fn_of, consts = jax.closure_convert(lambda *a: tuple(fn(*a)), *args)    # closed-over tracers as arguments
+    return list(_staged(fn_of, pred, args, tuple(consts)))
+
+
+def _barrier(fn_of, pred, args, consts):
+    shapes = jax.eval_shape(lambda a, c: fn_of(*a, *c), args, consts)
+    return jax.lax.cond(pred, lambda a, c: fn_of(*a, *c),
+                        lambda a, c: tuple(jnp.zeros(s.shape, s.dtype) for s in shapes), args, consts)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _staged(fn_of, pred, args, consts):
+    """The stage's `lax.cond`, with a JVP rule that leaves the cond out of the tangent: linearising
+    a cond instead splits each branch into known and unknown halves and returns every residual
+    from the known cond, which made a batch-last gradient 1.5× slower to trace and 1.8× slower to
+    run (docs/performance.md, "Stages and derivatives")."""
+    return _barrier(fn_of, pred, args, consts)
+
+
+@_staged.defjvp
+def _staged_jvp(fn_of, primals, tangents):
+    pred, args, consts = primals
+    _, out_dot = jax.jvp(lambda a, c: fn_of(*a, *c), (args, consts), tangents[1:])   # ∂fn · (ȧ, ċ)
+    return _barrier(fn_of, pred, args, consts), out_dot
 
 
 DENSE_MAX_LINKS = 0
