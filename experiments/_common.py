@@ -4,11 +4,31 @@ markdown tables, progress bars that stay out of captured logs, legends beside th
 import argparse
 import math
 import numbers
+import os
 import pathlib
 import sys
 import time
 
 from tqdm import tqdm
+
+CACHE_ENV = "JAXSOA_COMPILATION_CACHE"
+DEFAULT_CACHE = pathlib.Path.home() / ".cache" / "jaxsoa" / "jax"
+
+
+def use_compilation_cache():
+    """Keep compiled programs on disk across runs (JAX's persistent compilation cache), so a command
+    run again skips XLA's compile of every program that took ≥ 1 s (docs/performance.md, "Compile
+    time"); the trace is still paid. The folder is $JAXSOA_COMPILATION_CACHE (default
+    ~/.cache/jaxsoa/jax; "" turns it off); a cache folder configured already is kept. Returns the
+    folder in use, or None."""
+    import jax
+
+    if jax.config.jax_compilation_cache_dir:
+        return jax.config.jax_compilation_cache_dir
+    folder = os.environ.get(CACHE_ENV, str(DEFAULT_CACHE))
+    if folder:
+        jax.config.update("jax_compilation_cache_dir", folder)
+    return folder or None
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -7,12 +7,16 @@ Run from the repository root (`experiments/` is a folder of the checkout, not an
 Each subcommand runs one module under `experiments/`: the options after the subcommand are that
 module's own, so `python -m experiments sweep --help` prints the sweep's help. Outputs go under `--out` (default
 `outputs/`), and each command prints where they went. A user mistake (an unknown subcommand or
-reproduction, a bad option) prints a message and exits with status 2, never a traceback.
+reproduction, a bad option) prints a message and exits with status 2, never a traceback. Every command
+but `bench` keeps its compiled programs on disk for the next run (`experiments._common.use_compilation_cache`:
+$JAXSOA_COMPILATION_CACHE, default ~/.cache/jaxsoa/jax, "" turns it off).
 """
 
 import argparse
 import importlib
 import sys
+
+from experiments._common import use_compilation_cache
 
 PROG = "python -m experiments"
 
@@ -55,6 +59,8 @@ def main(argv=None):
     args = list(parsed.args)
     if parsed.command == "reproduce":
         args = _reproduce_argv(args)
+    if parsed.command != "bench":               # benchmarks time compiles: they never read a cache
+        use_compilation_cache()
     module = importlib.import_module(module_name)
     sys.argv[0] = f"{PROG} {parsed.command}"
     status = module.main(args)

@@ -26,7 +26,7 @@ from experiments import (
     reproduce_seed002,
     reproduce_seed004,
 )
-from experiments._common import command_parser, progress
+from experiments._common import CACHE_ENV, command_parser, progress, use_compilation_cache
 
 REPRODUCTIONS = {
     "core": reproduce_core.run,
@@ -42,6 +42,8 @@ def main(argv=None):
     parser = command_parser(__doc__, "outputs", "root folder for the outputs (default: outputs)")
     parser.add_argument("--only", nargs="+", choices=sorted(REPRODUCTIONS), help="run only these")
     args = parser.parse_args(argv)
+    cache = use_compilation_cache()
+    print(f"compilation cache: {cache or 'off'} (${CACHE_ENV}; a second run skips XLA's compiles)")
     names = args.only or list(REPRODUCTIONS)
     for name in progress(names, desc="reproductions"):
         print(f"\n== {name} ==")

@@ -22,6 +22,7 @@ import jax
 # JAXSOA_TEST_COMPILATION_CACHE="" turns it off.
 _CACHE = os.environ.get("JAXSOA_TEST_COMPILATION_CACHE",
                         os.path.join(os.path.dirname(os.path.dirname(__file__)), ".pytest_cache", "jax"))
+os.environ["JAXSOA_COMPILATION_CACHE"] = _CACHE          # the experiments the tests start use the same folder
 if _CACHE:
     jax.config.update("jax_compilation_cache_dir", _CACHE)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
