@@ -17,8 +17,8 @@ DEFAULT_CACHE = pathlib.Path.home() / ".cache" / "jaxsoa" / "jax"
 
 def use_compilation_cache():
     """Keep compiled programs on disk across runs (JAX's persistent compilation cache), so a command
-    run again skips XLA's compile of every program that took ≥ 1 s (docs/performance.md, "Compile
-    time"); the trace is still paid. The folder is $JAXSOA_COMPILATION_CACHE (default
+    run again skips XLA's compile of every program that took ≥ 1 s (docs/performance.md, "Persistent compilation
+    cache"); the trace is still paid. The folder is $JAXSOA_COMPILATION_CACHE (default
     ~/.cache/jaxsoa/jax; "" turns it off); a cache folder configured already is kept. Returns the
     folder in use, or None."""
     import jax

@@ -64,7 +64,7 @@ def _barrier(fn_of, pred, args, consts):
 def _staged(fn_of, pred, args, consts):
     """The stage's `lax.cond`, with a JVP rule that leaves the cond out of the tangent: linearising
     a cond instead splits each branch into known and unknown halves and returns every residual
-    from the known cond, which made a batch-last gradient 1.5× slower to trace and 1.8× slower to
+    from the known cond, which made a batch-last gradient 1.4× slower to trace and 1.8× slower to
     run (docs/performance.md, "Stages and derivatives")."""
     return _barrier(fn_of, pred, args, consts)
 
