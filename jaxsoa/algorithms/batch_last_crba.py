@@ -85,12 +85,36 @@ def _motion_columns(R_world_link, p_world_link, S):
     return angular + sp.add(sp.mat_vec(R_world_link, S[3:]), sp.cross(p_world_link, angular))
 
 
-def _frames(model: Model, q):
-    """The link data, joint frames (R, p) and world placements (n, 12, B) of a batch q (B, nq)."""
+def _joint_frames(model: Model, q):
+    """The link data and joint frames (R, p) of a batch q (B, nq)."""
     fr.check_batch(model, q=("q", q))
     d = fr.link_data(model)
-    R, p = fr.joint_frames(model, d, q, fr.scalar_coordinates(model, q)[0])
+    return d, *fr.joint_frames(model, d, q, fr.scalar_coordinates(model, q)[0])
+
+
+def _frames(model: Model, q):
+    """The link data, joint frames (R, p) and world placements (n, 12, B) of a batch q (B, nq)."""
+    d, R, p = _joint_frames(model, q)
     return d, R, p, world_placements(model, R, p, q.shape[0])
+
+
+def link_placements(model: Model, q):
+    """(R_world_link (B, n, 3, 3), p_world_link (B, n, 3)) in storage order, as
+    `jaxsoa.algorithms.kinematics.forward_kinematics`: the outward pass of `world_placements`."""
+    W = _frames(model, q)[3][model.traversal.inverse_order]                      # (n, 12, B)
+    W = jnp.moveaxis(W, -1, 0)
+    return W[..., :9].reshape((*W.shape[:2], 3, 3)), W[..., 9:]
+
+
+def composite_inertia_matrices(model: Model, q):
+    """(B, n, 6, 6) composite inertia of each link's subtree in the link frame, storage order, as
+    `jaxsoa.algorithms.dynamics.composite_inertias`: the inward pass, then the 21-lists as 6×6."""
+    d, R, p = _joint_frames(model, q)
+    Ic = composite_inertias(model, d, R, p, q.shape[0])[model.traversal.inverse_order]    # (n, 21, B)
+    A, Bm, C = sp.inertia_blocks(bl.components(Ic))                               # [[A, Bm], [Bmᵀ, C]]
+    top = [A[i] + Bm[i] for i in range(3)]
+    bottom = [[Bm[j][i] for j in range(3)] + C[i] for i in range(3)]
+    return jnp.moveaxis(jnp.stack([jnp.stack(row) for row in top + bottom]), (2, 3), (1, 0))
 
 
 def crba(model: Model, q):
@@ -117,21 +141,27 @@ def crba(model: Model, q):
 def joint_jacobians(model: Model, q, reference="world"):
     """(B, n, 6, nv) Jacobians of every link's spatial velocity, storage order, `[angular; linear]`
     rows, in Pinocchio's `reference` frames as `jaxsoa.algorithms.kinematics.joint_jacobians`."""
+    return link_jacobians(model, q, jnp.arange(model.n_links), reference)
+
+
+def link_jacobians(model: Model, q, of_links, reference="world"):
+    """(B, k, 6, nv) Jacobians of the links `of_links` (k,) (storage indices, host or traced in [0, n)),
+    as `joint_jacobians`: the world columns of every joint, masked by the path of each link."""
     check_reference_frame(reference)
     trav = model.traversal
     d, _, _, W = _frames(model, q)
     links, S_columns = _columns(model, d, q.dtype)
     S_world = jnp.stack(bl.stage(trav.order[0] >= 0, lambda S, W_c: _motion_columns(W_c[:9], W_c[9:], S),
                                  bl.rows(S_columns.T[..., None]), bl.components(W[trav.inverse_order[links]])))
-    on_path = path_matrix(trav)[links].T.astype(q.dtype)                        # (n, nv): l_c on the path of k
+    on_path = path_matrix(trav)[links][:, of_links].T.astype(q.dtype)           # (k, nv): l_c on the path of k
     J = jnp.einsum("kc,icb->bkic", on_path, S_world)                            # J_k[:, c] = S_w,c
     if reference == "world":
         return J
-    X = W[trav.inverse_order]                                                    # (n, 12, B) storage order
-    p_world_link = jnp.moveaxis(X[:, 9:], -1, 0)[..., None]                      # (B, n, 3, 1)
+    X = W[trav.inverse_order[of_links]]                                          # (k, 12, B)
+    p_world_link = jnp.moveaxis(X[:, 9:], -1, 0)[..., None]                      # (B, k, 3, 1)
     omega, linear = J[:, :, :3], J[:, :, 3:] - jnp.cross(p_world_link, J[:, :, :3], axis=2)   # v − p × ω
     if reference == "local_world_aligned":
         return jnp.concatenate([omega, linear], axis=2)
-    R_world_link = X[:, :9].reshape(X.shape[0], 3, 3, X.shape[-1])              # (n, 3, 3, B)
+    R_world_link = X[:, :9].reshape(X.shape[0], 3, 3, X.shape[-1])              # (k, 3, 3, B)
     to_link = lambda x: jnp.einsum("kjib,bkjc->bkic", R_world_link, x)          # noqa: E731  Rᵀ x
     return jnp.concatenate([to_link(omega), to_link(linear)], axis=2)

@@ -155,7 +155,7 @@ def _outward_accelerations(model, frames, S, coriolis, G, nu):
     return qdd_slots
 
 
-@entry_point(q='q')
+@entry_point(q='q', batched=BatchedPath(batch_last_crba.supports, batch_last_crba.composite_inertia_matrices))
 def composite_inertias(model: Model, q):
     """(n, 6, 6) composite inertia of each link's subtree in the link frame:
     Ic(k) = M(k) + Σ_c φ(k,c) Ic(c) φᵀ(k,c)."""

@@ -23,12 +23,14 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.algorithms import batch_last
 from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, rnea
-from jaxsoa.algorithms.kinematics import frame_jacobian, link_motion, link_spatial_inertia, world_acceleration
-from jaxsoa.multibody.arguments import entry_point
+from jaxsoa.algorithms.kinematics import forward_kinematics, frame_jacobian, link_spatial_inertia
+from jaxsoa.multibody.arguments import BatchedPath, entry_point, nan_unless
 from jaxsoa.multibody.build import build_model
 from jaxsoa.multibody.joints import JointType, motion_subspace
 from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.traversal import path_matrix
 from jaxsoa.spatial.algebra import cross_force, mat_vec
 from jaxsoa.spatial.rotation import exp_so3, quat_normalize, quat_to_rotation, rotation_to_quat
 
@@ -54,12 +56,25 @@ def base_and_joint_dofs(model: Model) -> DofSplit:
     return DofSplit(base, np.setdiff1d(np.arange(model.nv), base))
 
 
-@entry_point(q='q', v='v', tau_joints='joints', f_ext='f_ext')
+def _supports(model: Model) -> bool:
+    """Whether a batch takes the batch-last core (every joint fixed, revolute, prismatic or free)."""
+    return batch_last.supports(model)
+
+
+def _embed(model: Model, x_joints, joint_dofs):
+    """(..., nv) with the joints' entries x_joints (..., nv − 6) and zeros on the hub's."""
+    return jnp.zeros((*x_joints.shape[:-1], model.nv), x_joints.dtype).at[..., joint_dofs].set(x_joints)
+
+
+def _aba_free_floating(model: Model, q, v, tau_joints, f_ext=None):
+    """`aba_free_floating` of one sample or of a batch (B, ...): `aba` dispatches by shape."""
+    return aba(model, q, v, _embed(model, tau_joints, base_and_joint_dofs(model).joint_dofs), f_ext)
+
+
+@entry_point(q='q', v='v', tau_joints='joints', f_ext='f_ext', batched=BatchedPath(_supports, _aba_free_floating))
 def aba_free_floating(model: Model, q, v, tau_joints, f_ext=None):
     """Forward dynamics with no generalized force on the hub: (nq,), (nv,), (nv − 6,) -> (nv,)."""
-    _, joint_dofs = base_and_joint_dofs(model)
-    tau = jnp.zeros(model.nv, v.dtype).at[joint_dofs].set(tau_joints)
-    return aba(model, q, v, tau, f_ext)
+    return _aba_free_floating(model, q, v, tau_joints, f_ext)
 
 
 class FreeFloatingInverseDynamics(NamedTuple):
@@ -70,42 +85,76 @@ class FreeFloatingInverseDynamics(NamedTuple):
     base_wrench: jnp.ndarray
 
 
-@entry_point(q='q', v='v', qdd_joints='joints', f_ext='f_ext')
-def rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
-    """Joint torques for given joint accelerations with the hub free (momentum conserved)."""
+def _hub_wrench(model: Model, q, v, qdd, f_ext):
+    """(..., 6) I a + v ×* I v − f_ext of the hub, from its own motion: v_hub = S v_b and
+    a_hub = X_hub_world [0; −g] + S q̈_b (its path to the world welded, so nothing above it moves;
+    NaN where a moving joint lies above it). Works on one sample or a batch (`forward_kinematics`
+    dispatches by shape)."""
+    base_dofs, _ = base_and_joint_dofs(model)
+    base = floating_base(model)
+    S_base = motion_subspace(JointType.FREE, model.joint_axis[:1], 6)[0]
+    R_world_hub = forward_kinematics(model, q).R_world_link[..., base, :, :]
+    v_hub = mat_vec(S_base, v[..., base_dofs])
+    g_hub = jnp.einsum("...ji,j->...i", R_world_hub, -model.gravity)             # Rᵀ (−g)
+    a_hub = mat_vec(S_base, qdd[..., base_dofs]) + jnp.concatenate([jnp.zeros_like(g_hub), g_hub], -1)
+    I_hub = link_spatial_inertia(model)[base]
+    wrench = mat_vec(I_hub, a_hub) + cross_force(v_hub, mat_vec(I_hub, v_hub))
+    if f_ext is not None:
+        wrench = wrench - f_ext[..., base, :]                            # the arm's share only
+    moving = jnp.asarray([JointType(t).nv > 0 for t in model.joint_types])
+    above = path_matrix(model.traversal)[:, base] & (jnp.arange(model.n_links) != base)
+    return nan_unless(~jnp.any(above & moving), wrench)
+
+
+def _rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
+    """`rnea_free_floating` of one sample or of a batch (B, ...): `rnea` and `composite_inertias`
+    dispatch by shape."""
     base_dofs, joint_dofs = base_and_joint_dofs(model)
     base = floating_base(model)
-    qdd = jnp.zeros(model.nv, v.dtype).at[joint_dofs].set(qdd_joints)
-    h_base = rnea(model, q, v, qdd, f_ext)[base_dofs]            # hub force with the hub held still
+    qdd = _embed(model, qdd_joints, joint_dofs)
+    h_base = rnea(model, q, v, qdd, f_ext)[..., base_dofs]                 # hub force with the hub held still
     S_base = motion_subspace(JointType.FREE, model.joint_axis[:1], 6)[0]
-    Ic_base = composite_inertias(model, q)[base]
-    M_bb = S_base.T @ Ic_base @ S_base + jnp.diag(model.armature[base_dofs])   # whole system seen from the hub
-    qdd = qdd.at[base_dofs].set(-jnp.linalg.solve(M_bb, h_base))        # a_b = −M_bb⁻¹ h
+    Ic_base = composite_inertias(model, q)[..., base, :, :]
+    M_bb = jnp.einsum("ji,...jk,kl->...il", S_base, Ic_base, S_base) + jnp.diag(model.armature[base_dofs])[
+        (None,) * (Ic_base.ndim - 2)]                                          # whole system seen from the hub
+    qdd = qdd.at[..., base_dofs].set(-jnp.linalg.solve(M_bb, h_base[..., None])[..., 0])   # a_b = −M_bb⁻¹ h
     tau = rnea(model, q, v, qdd, f_ext)
-    v_links, a_links = link_motion(model, q, v, qdd, world_acceleration(model))
-    I_base = link_spatial_inertia(model)[base]
-    wrench = mat_vec(I_base, a_links[base]) + cross_force(v_links[base], mat_vec(I_base, v_links[base]))
-    if f_ext is not None:
-        wrench = wrench - f_ext[base]                                    # the arm's share only
-    return FreeFloatingInverseDynamics(tau[joint_dofs], qdd[base_dofs], wrench)
+    return FreeFloatingInverseDynamics(tau[..., joint_dofs], qdd[..., base_dofs],
+                                       _hub_wrench(model, q, v, qdd, f_ext))
 
 
-@entry_point(q='q')
+@entry_point(q='q', v='v', qdd_joints='joints', f_ext='f_ext', batched=BatchedPath(_supports, _rnea_free_floating))
+def rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
+    """Joint torques for given joint accelerations with the hub free (momentum conserved)."""
+    return _rnea_free_floating(model, q, v, qdd_joints, f_ext)
+
+
+def _hub_response(model: Model, q):
+    """`hub_response` of one sample or of a batch (B, nq): `crba` dispatches by shape."""
+    base_dofs, joint_dofs = base_and_joint_dofs(model)
+    M = crba(model, q)
+    return jnp.linalg.solve(M[..., base_dofs[:, None], base_dofs], M[..., base_dofs[:, None], joint_dofs])
+
+
+@entry_point(q='q', batched=BatchedPath(_supports, _hub_response))
 def hub_response(model: Model, q):
     """(6, nv − 6) M_bb⁻¹ M_bm: with zero system momentum the hub moves at v_hub = −M_bb⁻¹ M_bm q̇_m
     ([v; ω], hub frame) when the joints move at q̇_m."""
+    return _hub_response(model, q)
+
+
+def _generalized_jacobian(model: Model, q, link, reference="local_world_aligned"):
+    """`generalized_jacobian` of one sample or of a batch (B, nq)."""
     base_dofs, joint_dofs = base_and_joint_dofs(model)
-    M = crba(model, q)
-    return jnp.linalg.solve(M[np.ix_(base_dofs, base_dofs)], M[np.ix_(base_dofs, joint_dofs)])
+    J = frame_jacobian(model, q, link, reference)
+    return J[..., joint_dofs] - J[..., base_dofs] @ _hub_response(model, q)
 
 
-@entry_point(q='q', link='link')
+@entry_point(q='q', link='link', batched=BatchedPath(_supports, _generalized_jacobian))
 def generalized_jacobian(model: Model, q, link: int, reference="local_world_aligned"):
     """(6, nv − 6) map from joint rates to the twist of `link` with the hub free and the system
     momentum zero: J* = J_m − J_b M_bb⁻¹ M_bm."""
-    base_dofs, joint_dofs = base_and_joint_dofs(model)
-    J = frame_jacobian(model, q, link, reference)
-    return J[:, joint_dofs] - J[:, base_dofs] @ hub_response(model, q)
+    return _generalized_jacobian(model, q, link, reference)
 
 
 _VIRTUAL = tuple((joint_type, axis) for joint_type in (JointType.PRISMATIC, JointType.REVOLUTE)
