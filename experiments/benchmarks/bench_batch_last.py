@@ -13,6 +13,8 @@ turned off (`--xla_cpu_use_fusion_emitters=false`, docs/benchmarks.md) unless XL
 them. `--gradients` adds value+grad of an ABA loss (its adjoint) and of an RNEA loss (the hand-written
 reverse mode, and plain autodiff of the same passes) w.r.t. the three states on both paths, with the
 ratio to the value in the same rounds.
+`--chunks 0,512,…` adds the leading-batch RNEA and ABA compiled with `jaxsoa.multibody.arguments.BATCH_CHUNK`
+set to each value (0: the whole batch in one call), for the chunk-size choice.
 `--chain-links` times the leading-batch RNEA and ABA on revolute chains of those lengths (per-sample
 time against n).
 """
@@ -35,6 +37,13 @@ RESULTS = Path(__file__).parent / "results"
 
 def _positive_ints(text):
     return [positive_int(x) for x in text.split(",") if x]
+
+
+def _chunk_sizes(text):
+    sizes = [int(x) if x.strip().isdigit() else -1 for x in text.split(",") if x]
+    if any(size < 0 for size in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers ≥ 0")
+    return sizes
 
 
 def _dtypes(text):
@@ -68,6 +77,8 @@ def parse_args(argv=None):
                    help="comma-separated chain lengths for the scaling cases")
     p.add_argument("--gradients", action="store_true",
                    help="also time value+grad of an ABA loss (adjoint) on both paths (single device)")
+    p.add_argument("--chunks", type=_chunk_sizes, default=[],
+                   help="comma-separated BATCH_CHUNK values to also time RNEA/ABA batch-last with (0: no chunks)")
     p.add_argument("--quick", action="store_true", help="smoke test: batch 256, float32, 2 rounds")
     p.add_argument("--out", type=Path, default=None, help="JSON output (default results/bench_batch_last.json)")
     opts = p.parse_args(argv)
@@ -155,7 +166,29 @@ def value_of(name: str) -> str:
     return name.replace("+grad", "").replace(" autodiff", "")
 
 
-def _jax_cases(robot, batch, dtype_name, devices, gradients=False):
+def _chunk_cases(model, q, v, u, chunks):
+    """The leading-batch RNEA and ABA compiled with `BATCH_CHUNK` set to each of `chunks` (0: one call
+    for the whole batch), read at trace time: "jaxsoa aba batch-last chunk=512"."""
+    import jax
+
+    import jaxsoa
+    from jaxsoa.multibody import arguments
+
+    default, cases = arguments.BATCH_CHUNK, {}
+    try:
+        for chunk in chunks:
+            arguments.BATCH_CHUNK = chunk or q.shape[0]
+            for algo in ("rnea", "aba"):
+                fn = getattr(jaxsoa, algo)
+                compiled = jax.jit(lambda q, v, u, fn=fn: fn(model, q, v, u)).lower(q, v, u).compile()
+                cases[f"jaxsoa {algo} batch-last chunk={chunk}"] = (
+                    lambda c=compiled: jax.block_until_ready(c(q, v, u)))
+    finally:
+        arguments.BATCH_CHUNK = default
+    return cases
+
+
+def _jax_cases(robot, batch, dtype_name, devices, gradients=False, chunks=()):
     import jax
     import jax.numpy as jnp
 
@@ -187,6 +220,7 @@ def _jax_cases(robot, batch, dtype_name, devices, gradients=False):
             cases[name] = (lambda c=compiled: jax.block_until_ready(c(model, q, v, u)))
     if gradients:
         cases.update(_gradient_cases(model, q, v, u))
+    cases.update(_chunk_cases(model, q, v, u, chunks))
     return cases, errors
 
 
@@ -220,7 +254,8 @@ def run(opts):
     records = []
     work = [(r, b, d) for r in opts.robots for d in opts.dtypes for b in opts.batches]
     for robot, batch, dtype_name in progress(work, desc="batch-last bench"):
-        jax_cases, errors = _jax_cases(robot, batch, dtype_name, opts.devices, opts.gradients)
+        jax_cases, errors = _jax_cases(robot, batch, dtype_name, opts.devices, opts.gradients,
+                                       opts.chunks)
         cases = {**_pinocchio_cases(robot, batch), **jax_cases}
         times = interleaved(cases, opts.rounds, opts.target_s)
         for name, ts in times.items():

@@ -204,17 +204,47 @@ class BatchedPath(NamedTuple):
     stacked: bool = False
 
 
-def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, lead: tuple):
+BATCH_CHUNK = 512
+"""Samples per call of a `BatchedPath`: a larger batch runs as `lax.map` over chunks of this many samples
+(the last one padded with copies of the last sample, whose results are dropped), so that one chunk's
+temporaries stay in cache (docs/performance.md, "Chunks"). Read at trace time."""
+
+
+def _chunked(fn, batched: dict, size: int):
+    """fn(**batched) for arrays with leading axis `size`: one call, or `lax.map` over chunks of
+    `BATCH_CHUNK` samples when size is larger; results (size, ...)."""
+    chunk = BATCH_CHUNK
+    if size <= chunk:
+        return fn(**batched)
+    count = -(-size // chunk)
+    pad = count * chunk - size
+
+    def split(x):                                 # (size, ...) -> (count, chunk, ...), edge-padded
+        x = jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad, *x.shape[1:]))]) if pad else x
+        return x.reshape((count, chunk, *x.shape[1:]))
+
+    out = jax.lax.map(lambda xs: fn(**xs), jax.tree.map(split, batched))
+    return jax.tree.map(lambda y: y.reshape((count * chunk, *y.shape[2:]))[:size], out)
+
+
+def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, lead: tuple, model_name=None):
     """path.fn on the leading axes `lead` flattened to B: batched states reshaped to (B, ...), shared
-    ones broadcast; the result's leading axis is split back into `lead`."""
+    ones broadcast, in chunks of `BATCH_CHUNK` samples (with the model, when `model_name` names a
+    stacked one); the result's leading axis is split back into `lead`."""
     size = int(np.prod(lead))
-    args = dict(arguments)
+    args, batched = dict(arguments), {}
     for name, kind in specs.items():
         value = args.get(name)
         if kind in SHAPES and isinstance(value, jax.Array):
             trailing = SHAPES[kind](model)
-            args[name] = jnp.broadcast_to(value, (*lead, *trailing)).reshape((size, *trailing))
-    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), path.fn(**args))
+            batched[name] = jnp.broadcast_to(value, (*lead, *trailing)).reshape((size, *trailing))
+    if model_name is not None:
+        batched[model_name] = model
+
+    def call(**xs):
+        return path.fn(**{**args, **xs})
+
+    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), _chunked(call, batched, size))
 
 
 def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
@@ -230,7 +260,7 @@ def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
                              f"'{model_name}' is a stack of {stacked[0]} models: expected {stacked} or no batch axes")
     model = arguments[model_name]
     if batched is not None and batched.stacked and stacked[0] > 0 and batched.supports(model):
-        return _run_batched(batched, model, arguments, specs, stacked)
+        return _run_batched(batched, model, arguments, specs, stacked, model_name)
 
     def per_sample(model_b, *xs):
         return fn(**{**arguments, model_name: model_b, **dict(zip(names, xs, strict=True))})

@@ -1,0 +1,86 @@
+"""Chunks of a batched path (`jaxsoa.multibody.arguments.BATCH_CHUNK`): a batch larger than the chunk runs
+as `lax.map` over chunks, the last one edge-padded. With the chunk set to 4 samples (read at trace time)
+and batches of 10 (two full chunks and a padded one) and 8 (no padding):
+
+* values of RNEA, ABA, CRBA, the free-floating ABA and a link's Jacobian equal the unchunked call (one
+  chunk holds the whole batch): 1e-13 relative, float64 — the same arithmetic per sample, so only
+  XLA's reassociation between two programs separates them;
+* gradients (ABA's adjoint) equal the unchunked ones: 1e-12 (the padding's cotangents are zero);
+* a stacked model (per-sample trees) is chunked with its states: equal to the unchunked call;
+* multi-axis leading batches keep their shape; the program has the chunk loop (a scan of length 3) only when
+  the batch exceeds the chunk.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxsoa
+from jaxsoa.algorithms import free_floating, kinematics
+from jaxsoa.multibody import arguments
+from jaxsoa.multibody.joints import JointType
+from tests.helpers.trees import random_group, relative_error, stack_models
+
+
+def _state(model, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(seed), batch))
+    v, u = (jnp.asarray(rng.normal(size=(batch, model.nv))) for _ in range(2))
+    return q, v, u
+
+
+def _unchunked(monkeypatch, fn, *args):
+    monkeypatch.setattr(arguments, "BATCH_CHUNK", 10**9)
+    out = jax.jit(fn)(*args)
+    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    return out
+
+
+def _calls(model):
+    calls = {"rnea": lambda q, v, u: jaxsoa.rnea(model, q, v, u), "aba": lambda q, v, u: jaxsoa.aba(model, q, v, u),
+             "crba": lambda q, v, u: jaxsoa.crba(model, q),
+             "frame_jacobian": lambda q, v, u: kinematics.frame_jacobian(model, q, model.n_links - 1, "world")}
+    if model.links_of_type(JointType.FREE).size == 1:
+        calls["aba_free_floating"] = lambda q, v, u: free_floating.aba_free_floating(model, q, v, u[..., 6:])
+    return calls
+
+
+@pytest.mark.parametrize("batch", [10, 8])
+def test_chunked_values_and_gradients_equal_one_call(robot_models, monkeypatch, batch):
+    model = robot_models["solo12"][0]
+    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    state = _state(model, batch)
+    for name, fn in _calls(model).items():
+        assert relative_error(jax.jit(fn)(*state), _unchunked(monkeypatch, fn, *state)) < 1e-13, name
+
+    def loss(q, v, u):
+        return jnp.sum(jnp.sin(jaxsoa.aba(model, q, v, u)))
+    grad = jax.grad(loss, argnums=(0, 1, 2))
+    for got, ref in zip(jax.jit(grad)(*state), _unchunked(monkeypatch, grad, *state), strict=True):
+        assert relative_error(got, ref) < 1e-12
+
+
+def test_stacked_models_are_chunked_with_their_states(monkeypatch):
+    models = [m for _, m, _ in random_group(np.random.default_rng(3), 7, 10, joint_types=(JointType.REVOLUTE,
+                                                                                           JointType.PRISMATIC))]
+    stacked = stack_models(models)
+    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    state = _state(models[0], 10, seed=1)
+    for name in ("rnea", "aba"):
+        fn = getattr(jaxsoa, name)
+        got = jax.jit(fn)(stacked, *state)
+        assert relative_error(got, _unchunked(monkeypatch, fn, stacked, *state)) < 1e-13, name
+        for k in (0, 9):                                                    # first and last (padded chunk)
+            ref = jax.jit(fn)(models[k], *(x[k] for x in state))
+            assert relative_error(got[k], ref) < 1e-12, name
+
+
+def test_leading_shape_and_chunk_loop(panda, monkeypatch):
+    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    q, v, u = (x.reshape(2, 5, -1) for x in _state(panda, 10))
+    out = jax.jit(lambda q, v, u: jaxsoa.aba(panda, q, v, u))(q, v, u)
+    assert out.shape == (2, 5, panda.nv)
+    assert panda.n_links != 3                                # the link scans have length n, the chunk loop 3
+    assert "length=3" in str(jax.make_jaxpr(lambda q: jaxsoa.crba(panda, q))(jnp.zeros((10, panda.nq))))
+    assert "length=3" not in str(jax.make_jaxpr(lambda q: jaxsoa.crba(panda, q))(jnp.zeros((4, panda.nq))))
