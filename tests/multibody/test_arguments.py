@@ -193,10 +193,12 @@ def test_leading_batch_equals_vmap(models):
     np.testing.assert_allclose(batched, mapped, rtol=1e-12, atol=1e-12)
     crba = jax.jit(jaxsoa.crba)(model, q)                          # the batch-last CRBA: round-off again
     np.testing.assert_allclose(crba, jax.jit(jax.vmap(jaxsoa.crba, (None, 0)))(model, q), rtol=1e-12, atol=1e-12)
-    placements = jax.jit(jaxsoa.forward_kinematics)(model, q)     # no batch-last path: vmap of the per-sample code
+    placements = jax.jit(jaxsoa.forward_kinematics)(model, q)     # the batch-last outward pass: round-off
     mapped = jax.jit(jax.vmap(jaxsoa.forward_kinematics, (None, 0)))(model, q)
     for x, y in zip(jax.tree.leaves(placements), jax.tree.leaves(mapped), strict=True):
-        np.testing.assert_array_equal(x, y)
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+    com = jax.jit(jaxsoa.center_of_mass)(model, q)                 # no batch-last path: vmap of the per-sample code
+    np.testing.assert_array_equal(com, jax.jit(jax.vmap(jaxsoa.center_of_mass, (None, 0)))(model, q))
     grid = jax.eval_shape(jaxsoa.crba, model, q.reshape(5, 1, model.nq))       # two leading axes
     assert grid.shape == (5, 1, model.nv, model.nv)
     result = jax.eval_shape(jaxsoa.rnea_free_floating, model, q, v, jnp.zeros(model.nv - 6))
