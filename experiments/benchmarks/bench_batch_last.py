@@ -247,13 +247,8 @@ def _chain_cases(links, dtype_name, batch):
 
 def run(opts):
     """Records {case, batch, dtype, devices, median per-sample µs, ratio to the anchor, error}."""
-    import jax
-
-    if "float64" in opts.dtypes:
-        jax.config.update("jax_enable_x64", True)
     records = []
-    work = [(r, b, d) for r in opts.robots for d in opts.dtypes for b in opts.batches]
-    for robot, batch, dtype_name in progress(work, desc="batch-last bench"):
+    for robot, batch, dtype_name in bc.robot_grid(opts.robots, opts.dtypes, opts.batches, "batch-last bench"):
         jax_cases, errors = _jax_cases(robot, batch, dtype_name, opts.devices, opts.gradients,
                                        opts.chunks)
         cases = {**_pinocchio_cases(robot, batch), **jax_cases}
@@ -281,8 +276,7 @@ def run(opts):
 def main(argv=None):
     start = time.perf_counter()
     opts = parse_args(argv)
-    if "--xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):    # before JAX starts: as the suite
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false").strip()
+    bc.fusion_emitters_off()                                             # before JAX starts
     if opts.devices > 1 and f"device_count={opts.devices}" not in os.environ.get("XLA_FLAGS", ""):
         env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") +
                                            f" --xla_force_host_platform_device_count={opts.devices}").strip()}

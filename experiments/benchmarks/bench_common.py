@@ -285,6 +285,25 @@ def _version(dist):
         return None
 
 
+def fusion_emitters_off():
+    """Turn XLA's CPU fusion emitters off (`--xla_cpu_use_fusion_emitters=false`, as the suite, docs/benchmarks.md)
+    unless XLA_FLAGS already names them; call before JAX starts its backend."""
+    if "--xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false").strip()
+
+
+def robot_grid(robots, dtypes, batches, desc):
+    """(robot, batch, dtype) for every combination, with a progress bar; turns on `jax_enable_x64` when
+    float64 is among `dtypes`."""
+    import jax
+
+    from experiments._common import progress
+
+    if "float64" in dtypes:
+        jax.config.update("jax_enable_x64", True)
+    return progress([(r, b, d) for r in robots for d in dtypes for b in batches], desc=desc)
+
+
 def md_table(headers, rows):
     """A markdown table; None is shown as an empty cell, floats with 3 significant digits."""
     def cell(x):

@@ -15,7 +15,6 @@ bench_batch_last.
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._common import OneLineParser, positive_float, positive_int, progress
+from experiments._common import OneLineParser, positive_float, positive_int
 from experiments.benchmarks import bench_common as bc
 from experiments.benchmarks.bench_batch_last import _dtypes, _pinocchio_cases, _positive_ints, interleaved
 
@@ -96,13 +95,8 @@ def _pinocchio_free_floating_aba(robot, q, v, tau_joints):
 
 def run(opts):
     """Records {robot, case, batch, dtype, median per-sample µs, ratio to Pinocchio's ABA, gain over vmap}."""
-    import jax
-
-    if "float64" in opts.dtypes:
-        jax.config.update("jax_enable_x64", True)
     records = []
-    work = [(r, b, d) for r in opts.robots for d in opts.dtypes for b in opts.batches]
-    for robot, batch, dtype_name in progress(work, desc="free-floating bench"):
+    for robot, batch, dtype_name in bc.robot_grid(opts.robots, opts.dtypes, opts.batches, "free-floating bench"):
         anchor = "pinocchio aba 2t"
         jax_cases, errors = _jax_cases(robot, batch, dtype_name)
         cases = {anchor: _pinocchio_cases(robot, batch)[anchor], **jax_cases}
@@ -123,8 +117,7 @@ def run(opts):
 def main(argv=None):
     start = time.perf_counter()
     opts = parse_args(argv)
-    if "--xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):    # before JAX starts: as the suite
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false").strip()
+    bc.fusion_emitters_off()                                             # before JAX starts
     records = run(opts)
     rows = [(r["robot"], r["case"], r["batch"], r["dtype"], r["per_sample_us"], r["ratio_to_pinocchio_aba"],
              r["gain_over_vmap"], r["rel_error_vs_pinocchio"]) for r in records]

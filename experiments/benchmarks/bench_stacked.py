@@ -22,7 +22,6 @@ XLA's CPU fusion emitters are off, as in bench_batch_last.
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -151,9 +150,9 @@ def crossover(records):
 def main(argv=None):
     start = time.perf_counter()
     opts = parse_args(argv)
-    if "--xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):    # before JAX starts
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false").strip()
     from experiments.benchmarks import bench_common as bc
+
+    bc.fusion_emitters_off()                                             # before JAX starts
 
     records = run(opts)
     rows = [(r["links"], r["algorithm"], r["case"], r["batch"], r["dtype"], r["per_sample_us"],
