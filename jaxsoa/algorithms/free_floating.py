@@ -25,12 +25,11 @@ import numpy as np
 
 from jaxsoa.algorithms import batch_last
 from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, rnea
-from jaxsoa.algorithms.kinematics import forward_kinematics, frame_jacobian, link_spatial_inertia
+from jaxsoa.algorithms.kinematics import forward_kinematics, frame_jacobian, link_spatial_inertia, welded_to_world
 from jaxsoa.multibody.arguments import BatchedPath, entry_point, nan_unless
 from jaxsoa.multibody.build import build_model
 from jaxsoa.multibody.joints import JointType, motion_subspace
 from jaxsoa.multibody.model import Model
-from jaxsoa.multibody.traversal import path_matrix
 from jaxsoa.spatial.algebra import cross_force, mat_vec
 from jaxsoa.spatial.rotation import exp_so3, quat_normalize, quat_to_rotation, rotation_to_quat
 
@@ -56,11 +55,6 @@ def base_and_joint_dofs(model: Model) -> DofSplit:
     return DofSplit(base, np.setdiff1d(np.arange(model.nv), base))
 
 
-def _supports(model: Model) -> bool:
-    """Whether a batch takes the batch-last core (every joint fixed, revolute, prismatic or free)."""
-    return batch_last.supports(model)
-
-
 def _embed(model: Model, x_joints, joint_dofs):
     """(..., nv) with the joints' entries x_joints (..., nv − 6) and zeros on the hub's."""
     return jnp.zeros((*x_joints.shape[:-1], model.nv), x_joints.dtype).at[..., joint_dofs].set(x_joints)
@@ -71,7 +65,8 @@ def _aba_free_floating(model: Model, q, v, tau_joints, f_ext=None):
     return aba(model, q, v, _embed(model, tau_joints, base_and_joint_dofs(model).joint_dofs), f_ext)
 
 
-@entry_point(q='q', v='v', tau_joints='joints', f_ext='f_ext', batched=BatchedPath(_supports, _aba_free_floating))
+@entry_point(q='q', v='v', tau_joints='joints', f_ext='f_ext',
+             batched=BatchedPath(batch_last.supports, _aba_free_floating))
 def aba_free_floating(model: Model, q, v, tau_joints, f_ext=None):
     """Forward dynamics with no generalized force on the hub: (nq,), (nv,), (nv − 6,) -> (nv,)."""
     return _aba_free_floating(model, q, v, tau_joints, f_ext)
@@ -101,9 +96,8 @@ def _hub_wrench(model: Model, q, v, qdd, f_ext):
     wrench = mat_vec(I_hub, a_hub) + cross_force(v_hub, mat_vec(I_hub, v_hub))
     if f_ext is not None:
         wrench = wrench - f_ext[..., base, :]                            # the arm's share only
-    moving = jnp.asarray([JointType(t).nv > 0 for t in model.joint_types])
-    above = path_matrix(model.traversal)[:, base] & (jnp.arange(model.n_links) != base)
-    return nan_unless(~jnp.any(above & moving), wrench)
+    parent = model.parent[base]
+    return nan_unless((parent < 0) | welded_to_world(model)[jnp.maximum(parent, 0)], wrench)
 
 
 def _rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
@@ -123,7 +117,8 @@ def _rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloat
                                        _hub_wrench(model, q, v, qdd, f_ext))
 
 
-@entry_point(q='q', v='v', qdd_joints='joints', f_ext='f_ext', batched=BatchedPath(_supports, _rnea_free_floating))
+@entry_point(q='q', v='v', qdd_joints='joints', f_ext='f_ext',
+             batched=BatchedPath(batch_last.supports, _rnea_free_floating))
 def rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
     """Joint torques for given joint accelerations with the hub free (momentum conserved)."""
     return _rnea_free_floating(model, q, v, qdd_joints, f_ext)
@@ -136,7 +131,7 @@ def _hub_response(model: Model, q):
     return jnp.linalg.solve(M[..., base_dofs[:, None], base_dofs], M[..., base_dofs[:, None], joint_dofs])
 
 
-@entry_point(q='q', batched=BatchedPath(_supports, _hub_response))
+@entry_point(q='q', batched=BatchedPath(batch_last.supports, _hub_response))
 def hub_response(model: Model, q):
     """(6, nv − 6) M_bb⁻¹ M_bm: with zero system momentum the hub moves at v_hub = −M_bb⁻¹ M_bm q̇_m
     ([v; ω], hub frame) when the joints move at q̇_m."""
@@ -150,7 +145,7 @@ def _generalized_jacobian(model: Model, q, link, reference="local_world_aligned"
     return J[..., joint_dofs] - J[..., base_dofs] @ _hub_response(model, q)
 
 
-@entry_point(q='q', link='link', batched=BatchedPath(_supports, _generalized_jacobian))
+@entry_point(q='q', link='link', batched=BatchedPath(batch_last.supports, _generalized_jacobian))
 def generalized_jacobian(model: Model, q, link: int, reference="local_world_aligned"):
     """(6, nv − 6) map from joint rates to the twist of `link` with the hub free and the system
     momentum zero: J* = J_m − J_b M_bb⁻¹ M_bm."""

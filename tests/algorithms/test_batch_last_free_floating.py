@@ -8,6 +8,7 @@ one sample, with the inner entry points (`rnea`, `aba`, `crba`, `composite_inert
   wrenches: 1e-11 relative (the hub response solves M_bb x = M_bm, whose condition number on these
   models is ~1e2–1e3, so 1e-13 observed);
 * a traced link index for the batched frame Jacobian: equal to the static one, NaN out of range;
+* bad arguments of a batched call are named before the dispatch;
 * the batched call takes the batch-last passes: its program has their `cond` stage barriers, the
   per-sample program under `vmap` has none;
 * the hub wrench from the hub's own motion against the link motion pass (`link_motion`, the formula
@@ -93,6 +94,19 @@ def test_traced_link_of_the_batched_frame_jacobian(robot_models):
     assert relative_error(fn(q, jnp.int32(4)), static) < 1e-15
     assert bool(jnp.all(jnp.isnan(fn(q, jnp.int32(model.n_links)))))
     assert bool(jnp.all(jnp.isnan(fn(q, jnp.int32(-1)))))
+
+
+def test_batched_calls_check_their_arguments(robot_models):
+    """The checks run before the batch-last dispatch: a wrong trailing length or two different batches
+    are named."""
+    model = robot_models["solo12"][0]
+    q, v, tau, _ = _state(model, 9)
+    with pytest.raises(ValueError, match="qdd_joints"):
+        free_floating.rnea_free_floating(model, q, v, v)                   # (B, nv) where (B, nv − 6) is expected
+    with pytest.raises(ValueError, match="different leading shapes"):
+        free_floating.aba_free_floating(model, q, v[:3], tau)
+    with pytest.raises(TypeError, match="tau_joints"):
+        free_floating.aba_free_floating(model, q, v, tau.astype(jnp.int32))
 
 
 def _conds(fn, *args):
