@@ -216,7 +216,8 @@ def _jax_cases(robot, batch, dtype_name, devices, gradients=False, chunks=()):
         for name, f in ((f"jaxsoa {algo} vmap", per_sample), (f"jaxsoa {algo} batch-last", leading)):
             compiled = jax.jit(f).lower(model, q, v, u).compile()
             out = compiled(model, q, v, u)
-            errors[name] = float(np.abs(np.asarray(out[0], np.float64) - ref[algo]).max() / np.abs(ref[algo]).max())
+            first = np.asarray(out, np.float64)[0]           # host copy first: no eager op on a sharded array
+            errors[name] = float(np.abs(first - ref[algo]).max() / np.abs(ref[algo]).max())
             cases[name] = (lambda c=compiled: jax.block_until_ready(c(model, q, v, u)))
     if gradients:
         cases.update(_gradient_cases(model, q, v, u))

@@ -26,6 +26,7 @@ BAD_FLAGS = [
     (["train", "--eval", "0"], "--eval"),
     (["train", "--batch", "abc"], "--batch"),
     (["train", "--seed", "-1"], "--seed"),
+    (["train", "--dynamics", "finite-differences"], "--dynamics"),
     (["reproduce", "--only"], "--only"),
 ]
 

@@ -38,3 +38,30 @@ def test_trained_policy_beats_untrained(tmp_path):
     assert cost["trained policy"] < cost["untrained policy"]
     assert (tmp_path / "policy_reconfigurable.npz").stat().st_size > 0
     assert (tmp_path / "train_reconfigurable.png").stat().st_size > 0
+    row = rows[0]
+    assert row["dynamics"] == "adjoint" and row["first step s"] > 0 and row["step s"] > 0
+
+
+@pytest.mark.parametrize("name", ["space_arm", "reconfigurable"])
+def test_training_gradient_adjoint_equals_autodiff(name):
+    # The training loss's gradient w.r.t. the policy weights through `jaxsoa.aba`'s adjoint (batch-last
+    # core) against plain autodiff through ABA's scans (per sample), the two `--dynamics` paths: the same
+    # loss, a second code path for its gradient. Float32, 10 steps of 8 rollouts; 2e-3 of max |grad|
+    # bounds float32 round-off through 10 steps of the closed loop (measured ≤ 3e-4).
+    task = train_controller.TASKS[name]()
+    params = train_controller.init_policy(jax.random.PRNGKey(1), task.n_obs, task.act.size)
+    keys = jax.random.split(jax.random.PRNGKey(2), 8)
+
+    def loss(params, dynamics):
+        controller = lambda q, v, t, c: train_controller.policy(params, task.observe(q, v, t, c),  # noqa: E731
+                                                                 task.tau_max)
+        return train_controller.batch_cost(task, controller, keys, 10, train_controller.DYNAMICS[dynamics])[0]
+
+    with STANDARD:
+        (value_a, grad_a), (value_b, grad_b) = (jax.jit(jax.value_and_grad(loss), static_argnums=1)(params, d)
+                                                for d in ("adjoint", "autodiff"))
+    assert abs(float(value_a) - float(value_b)) <= 1e-5 * abs(float(value_b))
+    flat_a, flat_b = (jax.numpy.concatenate([x.ravel() for x in jax.tree.leaves(g)]) for g in (grad_a, grad_b))
+    scale = float(jax.numpy.abs(flat_b).max())
+    assert scale > 0
+    assert float(jax.numpy.abs(flat_a - flat_b).max()) <= 2e-3 * scale
