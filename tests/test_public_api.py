@@ -235,6 +235,8 @@ def _spatial_cases():
         "spatial.force_transform": pure(spatial.force_transform, R, p),
         "spatial.inv_act_force": pure(spatial.inv_act_force, R, p, f6),
         "spatial.inv_act_motion": pure(spatial.inv_act_motion, R, p, m6),
+        "spatial.inverse_spd": pure(spatial.inverse_spd,
+                                    lambda sy, k: normal(6, 6)(sy, k) @ normal(6, 6)(sy, k).T + jnp.eye(6)),
         "spatial.log_so3": pure(spatial.log_so3, R),
         "spatial.mat_mul": pure(spatial.mat_mul, normal(6, 6), normal(6, 6)),
         "spatial.mat_tvec": pure(spatial.mat_tvec, normal(6, 6), m6),

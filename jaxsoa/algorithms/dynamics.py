@@ -30,6 +30,7 @@ from jaxsoa.spatial.algebra import (
     cross_motion,
     force_transform,
     inv_act_motion,
+    inverse_spd,
     mat_mul,
     mat_tvec,
     mat_vec,
@@ -84,11 +85,6 @@ def generalized_force(model: Model, q, f_ext):
     return rnea(model, q, zero, zero) - rnea(model, q, zero, zero, f_ext)
 
 
-def _inverse_small(D):
-    """Inverse of the (d, d) joint-space articulated inertia; a division when d = 1."""
-    return 1.0 / D if D.shape[-1] == 1 else jnp.linalg.inv(D)
-
-
 def _aba_recursion(model: Model, q, v, tau, f_ext=None):
     """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm,
     written with the innovations factors 𝒫, D, G, ε, ν of docs/derivations.md. Returns (nv,)."""
@@ -107,7 +103,7 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
         P = I_k + P_children                         # 𝒫(k) = M(k) + Σ_c φ 𝒫⁺(c) φᵀ
         z = mat_vec(P, a_k) + b_k + z_children              # z(k) = Σ_c φ z⁺(c) + 𝒫 a + b − f_ext
         U = mat_mul(P, S_k)
-        D_inv = _inverse_small(mat_mul(S_k.T, U) + jnp.diag(pad_k + armature_k))   # D = H 𝒫 Hᵀ + armature
+        D_inv = inverse_spd(mat_mul(S_k.T, U) + jnp.diag(pad_k + armature_k))   # D = H 𝒫 Hᵀ + armature
         G = mat_mul(U, D_inv)                               # G = 𝒫 Hᵀ D⁻¹
         eps = tau_k - mat_tvec(S_k, z)                     # ε = T − H z
         nu = mat_vec(D_inv, eps)                            # ν = D⁻¹ ε

@@ -30,7 +30,7 @@ from jaxsoa.multibody.arguments import BatchedPath, entry_point, nan_unless
 from jaxsoa.multibody.build import build_model
 from jaxsoa.multibody.joints import JointType, motion_subspace
 from jaxsoa.multibody.model import Model
-from jaxsoa.spatial.algebra import cross_force, mat_vec
+from jaxsoa.spatial.algebra import cross_force, inverse_spd, mat_vec
 from jaxsoa.spatial.rotation import exp_so3, quat_normalize, quat_to_rotation, rotation_to_quat
 
 
@@ -128,7 +128,7 @@ def _hub_response(model: Model, q):
     """`hub_response` of one sample or of a batch (B, nq): `crba` dispatches by shape."""
     base_dofs, joint_dofs = base_and_joint_dofs(model)
     M = crba(model, q)
-    return jnp.linalg.solve(M[..., base_dofs[:, None], base_dofs], M[..., base_dofs[:, None], joint_dofs])
+    return inverse_spd(M[..., base_dofs[:, None], base_dofs]) @ M[..., base_dofs[:, None], joint_dofs]   # M_bb⁻¹ M_bj
 
 
 @entry_point(q='q', batched=BatchedPath(batch_last.supports, _hub_response))

@@ -45,7 +45,14 @@ from jaxsoa.algorithms.kinematics import (
 from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import inward, path_matrix
-from jaxsoa.spatial.algebra import cross_force, cross_motion, force_transform, inv_act_motion, se3_inverse
+from jaxsoa.spatial.algebra import (
+    cross_force,
+    cross_motion,
+    force_transform,
+    inv_act_motion,
+    inverse_spd,
+    se3_inverse,
+)
 
 # ---------------------------------------------------------------------------------------------
 # layout helpers
@@ -220,7 +227,7 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
         P = I_k + P_children
         U = P @ S_k
         D = S_k.T @ U + jnp.diag(pad_k + armature_k)                 # D = H 𝒫 Hᵀ + armature
-        D_inv = jnp.linalg.inv(D)
+        D_inv = inverse_spd(D)
         G = U @ D_inv
         tau_bar = eye6 - G @ S_k.T
         X = force_transform(R, p)

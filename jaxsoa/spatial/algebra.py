@@ -139,3 +139,18 @@ def transform_inertia(R_a_b, p_a_b, inertia_b):
     """Spatial inertia from b to a coordinates: I_a = X*_a_b I_b X_a_b⁻¹."""
     X_force = force_transform(R_a_b, p_a_b)
     return mat_mul(mat_mul(X_force, inertia_b), transpose(X_force))
+
+
+def inverse_spd(D):
+    """(..., d, d) -> D⁻¹ of a symmetric positive definite D (d static): a division when d = 1, else
+    Gauss-Jordan elimination without pivoting (stable for SPD: every pivot is positive), unrolled in
+    elementwise ops. No LAPACK custom call: those hang intermittently with several XLA host devices
+    (docs/performance.md, "Batch-last core")."""
+    d = D.shape[-1]
+    if d == 1:
+        return 1.0 / D
+    A = jnp.concatenate([D, jnp.broadcast_to(jnp.eye(d, dtype=D.dtype), D.shape)], -1)   # [D | 1] -> [1 | D⁻¹]
+    for k in range(d):
+        row = A[..., k:k + 1, :] / A[..., k:k + 1, k:k + 1]            # pivot row: A_k / A_kk
+        A = (A - A[..., :, k:k + 1] * row).at[..., k, :].set(row[..., 0, :])   # A_i -= A_ik row (i != k)
+    return A[..., d:]

@@ -1,0 +1,53 @@
+"""Per-sample code over two XLA host devices: a free-floating robot's ABA and hub response under
+`shard_map(jax.vmap(...))`.
+
+Their small SPD inverses are `jaxsoa.spatial.algebra.inverse_spd` (elementwise ops), not LAPACK:
+with two host devices, LAPACK's custom calls hung intermittently (a lone batched 6x6 `jnp.linalg.inv`
+in 5 of 20 runs), and `shard_map(jax.vmap(aba))` of Solo-12 every time from 1024 samples per device
+(docs/performance.md, "Batch-last core")."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SUBPROCESS = """
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+import jaxsoa
+from jaxsoa.algorithms.free_floating import hub_response
+from jaxsoa.io import example_robot_urdf
+model = jaxsoa.load_urdf(str(example_robot_urdf("solo12")), floating_base=True, dtype=jnp.float64)
+keys = jax.random.split(jax.random.PRNGKey(0), 4096)
+q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(keys)
+rng = np.random.default_rng(0)
+v, tau = (jnp.asarray(rng.normal(size=(4096, model.nv))) for _ in range(2))
+P = jax.sharding.PartitionSpec
+mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("batch",))
+for fn in (jaxsoa.aba, lambda m, q, v, tau: hub_response(m, q)):
+    per_sample = jax.vmap(lambda q, v, tau, fn=fn: fn(model, q, v, tau))
+    sharded = jax.jit(jax.shard_map(per_sample, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"),
+                                    check_vma=False))
+    two, one = np.asarray(sharded(q, v, tau)), np.asarray(jax.jit(per_sample)(q, v, tau))
+    print(jax.device_count(), np.abs(two - one).max() / np.abs(one).max(), flush=True)
+"""
+
+
+@pytest.mark.slow            # a subprocess with two host devices
+def test_per_sample_calls_over_two_devices():
+    # Both finish (both hung before) and equals the one-device call: the same per-sample program on
+    # each half of the batch, so only round-off from a different vector loop may differ: float64 ulps
+    # (1e-16) amplified by the conditioning of D / M_bb (1e3-1e4 for Solo-12), 1e-11 relative with margin
+    # (measured: 1e-16 for ABA, 2.7e-14 and 1.1e-13 for the hub response in two runs).
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {os.environ.get('XLA_FLAGS', '')}"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SUBPROCESS)], env=env, capture_output=True,
+                          text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.split("\n")[:-1]
+    assert len(lines) == 2, proc.stdout
+    for line in lines:
+        devices, error = line.split()
+        assert int(devices) == 2
+        assert float(error) <= 1e-11
