@@ -205,6 +205,16 @@ class InnovationsFactors(NamedTuple):
     E: jax.Array
 
 
+def _nilpotent_inverse(X, n: int):
+    """(I − X)⁻¹ = Σ_{k<n} Xᵏ for a one-step transfer X along a tree of n links (Xⁿ = 0: block (i, j) of
+    Xᵏ is nonzero only for i the k-th ancestor of j), as ∏_j (I + X^(2^j)) over ⌈log₂ n⌉ factors: dense
+    products only, exact for any traced tree, and no LAPACK call (docs/performance.md, "Batch-last core")."""
+    psi, power = jnp.eye(X.shape[-1], dtype=X.dtype), X
+    for _ in range((n - 1).bit_length()):            # ψ ← ψ (I + X^(2^j));  X^(2^j) ← (X^(2^j))²
+        psi, power = psi + psi @ power, power @ power
+    return psi
+
+
 @entry_point(q='q')
 def innovations_factors(model: Model, q) -> InnovationsFactors:
     """`InnovationsFactors` at q.
@@ -212,7 +222,7 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
     The articulated inertias 𝒫 come from one inward pass (a Riccati recursion; the dense
     operators are then assembled from its per-link outputs):
         𝒫(k) = M(k) + Σ_c φ(k,c) 𝒫⁺(c) φᵀ(k,c),  D = H 𝒫 Hᵀ,  G = 𝒫 Hᵀ D⁻¹,  τ̄ = I − G H,  𝒫⁺ = τ̄ 𝒫.
-    K = E · blockdiag(G),  ψ = (I − E · blockdiag(τ̄))⁻¹ (so ψ(p(k), k) = φ(p(k), k) τ̄(k) and
+    K = E · blockdiag(G),  ψ = (I − E · blockdiag(τ̄))⁻¹ (`_nilpotent_inverse`; so ψ(p(k), k) = φ(p(k), k) τ̄(k) and
     ψ(i, j) = ψ(i, p(j)) ψ(p(j), j), built "like φ", since φ = (I − E)⁻¹). Identities:
         𝓜 = (I + HφK) D (I + HφK)ᵀ,   (I + HφK)⁻¹ = I − HψK,   𝓜⁻¹ = (I − HψK)ᵀ D⁻¹ (I − HψK)
     on the padded slots (D is the identity there, so the padded block is decoupled)."""
@@ -239,8 +249,7 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
     links = jnp.arange(n, dtype=model.parent.dtype)
     parent_mask = (model.parent[None, :] == links[:, None]).astype(I.dtype)      # [i, j] = 1 iff i = p(j)
     E = jnp.kron(parent_mask, jnp.ones((6, 6), I.dtype)) * phi_o
-    identity = jnp.eye(6 * n, dtype=I.dtype)
-    psi = jnp.linalg.solve(identity - E @ block_diag(tau_bar), identity)
+    psi = _nilpotent_inverse(E @ block_diag(tau_bar), n)
     H = block_diag(jnp.swapaxes(S, -1, -2))
     return InnovationsFactors(H=H, phi=path_selector(model) * phi_o, K=E @ block_diag(G), D=block_diag(D),
                               D_inv=block_diag(D_inv), psi=psi, tau_bar=block_diag(tau_bar), E=E)

@@ -135,6 +135,8 @@ def test_innovations_factorization_identities(case):
     P = np.asarray(r["P"])                                               # ψ is built "like φ"
     psi_blocks = psi.reshape(n, 6, n, 6).transpose(0, 2, 1, 3)
     assert np.abs(psi_blocks[~P]).max(initial=0.0) < 1e-12
+    eye6n = np.eye(6 * n)                                                # ψ = (I − E τ̄)⁻¹ (a product series)
+    np.testing.assert_allclose(psi @ (eye6n - r["E"] @ r["tau_bar"]), eye6n, atol=1e-10 * max(1.0, np.abs(psi).max()))
     E_blocks, tau_bar = r["E"].reshape(n, 6, n, 6).transpose(0, 2, 1, 3), r["tau_bar"].reshape(n, 6, n, 6)
     for k, p in enumerate(np.asarray(model.parent)):
         if p >= 0:
@@ -188,3 +190,20 @@ def test_gradients_through_the_masked_operator():
     grad_q = jax.jit(jax.grad(of_q))(q)                                   # and the two paths agree
     grad_q_rec = jax.jit(jax.grad(lambda q: jnp.sum(weights * jaxsoa.crba(model, q))))(q)
     assert relative_error(grad_q, grad_q_rec) < TOL
+
+
+@pytest.mark.parametrize("n", [16, 17])
+def test_innovations_on_a_serial_chain(n):
+    # ψ = Σ_{k<n} (E τ̄)ᵏ needs every power up to the chain's depth n − 1: 16 links are covered by
+    # ⌈log₂ 16⌉ = 4 product factors exactly, 17 need a fifth. The innovations form must equal ABA
+    # (1e-9 relative: float64 round-off through the dense 6n x 6n products of a deep, permuted chain).
+    rng = np.random.default_rng(n)
+    tree = random_tree(rng, n, (JointType.REVOLUTE,))
+    tree["parent"] = np.arange(-1, n - 1)
+    model = build_jaxsoa(tree, permutation=random_permutation(rng, n))
+    q = jaxsoa.random_configuration(model, jax.random.PRNGKey(n))
+    v, tau = (jnp.asarray(rng.normal(size=model.nv)) for _ in range(2))
+    fac = operators.innovations_factors(model, q)
+    eye6n = np.eye(6 * n)
+    np.testing.assert_allclose(fac.psi @ (eye6n - fac.E @ fac.tau_bar), eye6n, atol=1e-10 * np.abs(fac.psi).max())
+    assert relative_error(operators.forward_dynamics_innovations(model, q, v, tau), jaxsoa.aba(model, q, v, tau)) < 1e-9

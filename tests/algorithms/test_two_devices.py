@@ -1,7 +1,8 @@
-"""Per-sample code over two XLA host devices: a free-floating robot's ABA and hub response under
-`shard_map(jax.vmap(...))`.
+"""Per-sample code over two XLA host devices: a free-floating robot's ABA, hub response and
+innovations-form forward dynamics under `shard_map(jax.vmap(...))`.
 
-Their small SPD inverses are `jaxsoa.spatial.algebra.inverse_spd` (elementwise ops), not LAPACK:
+Their inverses are `jaxsoa.spatial.algebra.inverse_spd` (elementwise ops) and, for the innovations
+form's ψ, a product series (`operators._nilpotent_inverse`), not LAPACK:
 with two host devices, LAPACK's custom calls hung intermittently (a lone batched 6x6 `jnp.linalg.inv`
 in 5 of 20 runs), and `shard_map(jax.vmap(aba))` of Solo-12 every time from 1024 samples per device
 (docs/performance.md, "Batch-last core")."""
@@ -18,6 +19,7 @@ import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
 import jaxsoa
 from jaxsoa.algorithms.free_floating import hub_response
+from jaxsoa.algorithms.operators import forward_dynamics_innovations
 from jaxsoa.io import example_robot_urdf
 model = jaxsoa.load_urdf(str(example_robot_urdf("solo12")), floating_base=True, dtype=jnp.float64)
 keys = jax.random.split(jax.random.PRNGKey(0), 4096)
@@ -26,7 +28,7 @@ rng = np.random.default_rng(0)
 v, tau = (jnp.asarray(rng.normal(size=(4096, model.nv))) for _ in range(2))
 P = jax.sharding.PartitionSpec
 mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("batch",))
-for fn in (jaxsoa.aba, lambda m, q, v, tau: hub_response(m, q)):
+for fn in (jaxsoa.aba, forward_dynamics_innovations, lambda m, q, v, tau: hub_response(m, q)):
     per_sample = jax.vmap(lambda q, v, tau, fn=fn: fn(model, q, v, tau))
     sharded = jax.jit(jax.shard_map(per_sample, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"),
                                     check_vma=False))
@@ -37,7 +39,7 @@ for fn in (jaxsoa.aba, lambda m, q, v, tau: hub_response(m, q)):
 
 @pytest.mark.slow            # a subprocess with two host devices
 def test_per_sample_calls_over_two_devices():
-    # Both finish (both hung before) and equals the one-device call: the same per-sample program on
+    # Each finishes (each hung before) and equals the one-device call: the same per-sample program on
     # each half of the batch, so only round-off from a different vector loop may differ: float64 ulps
     # (1e-16) amplified by the conditioning of D / M_bb (1e3-1e4 for Solo-12), 1e-11 relative with margin
     # (measured: 1e-16 for ABA, 2.7e-14 and 1.1e-13 for the hub response in two runs).
@@ -46,7 +48,7 @@ def test_per_sample_calls_over_two_devices():
                           text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.split("\n")[:-1]
-    assert len(lines) == 2, proc.stdout
+    assert len(lines) == 3, proc.stdout
     for line in lines:
         devices, error = line.split()
         assert int(devices) == 2
