@@ -111,7 +111,7 @@ def _rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloat
     Ic_base = composite_inertias(model, q)[..., base, :, :]
     M_bb = jnp.einsum("ji,...jk,kl->...il", S_base, Ic_base, S_base) + jnp.diag(model.armature[base_dofs])[
         (None,) * (Ic_base.ndim - 2)]                                          # whole system seen from the hub
-    qdd = qdd.at[..., base_dofs].set(-jnp.linalg.solve(M_bb, h_base[..., None])[..., 0])   # a_b = −M_bb⁻¹ h
+    qdd = qdd.at[..., base_dofs].set(-mat_vec(inverse_spd(M_bb), h_base))   # a_b = −M_bb⁻¹ h
     tau = rnea(model, q, v, qdd, f_ext)
     return FreeFloatingInverseDynamics(tau[..., joint_dofs], qdd[..., base_dofs],
                                        _hub_wrench(model, q, v, qdd, f_ext))

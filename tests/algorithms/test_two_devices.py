@@ -1,5 +1,5 @@
-"""Per-sample code over two XLA host devices: a free-floating robot's ABA, hub response and
-innovations-form forward dynamics under `shard_map(jax.vmap(...))`.
+"""Per-sample code over two XLA host devices: a free-floating robot's ABA, hub response, free-floating
+RNEA and innovations-form forward dynamics under `shard_map(jax.vmap(...))`.
 
 Their inverses are `jaxsoa.spatial.algebra.inverse_spd` (elementwise ops) and, for the innovations
 form's ψ, a product series (`operators._nilpotent_inverse`), not LAPACK:
@@ -18,7 +18,7 @@ SUBPROCESS = """
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
 import jaxsoa
-from jaxsoa.algorithms.free_floating import hub_response
+from jaxsoa.algorithms.free_floating import hub_response, rnea_free_floating
 from jaxsoa.algorithms.operators import forward_dynamics_innovations
 from jaxsoa.io import example_robot_urdf
 model = jaxsoa.load_urdf(str(example_robot_urdf("solo12")), floating_base=True, dtype=jnp.float64)
@@ -28,7 +28,8 @@ rng = np.random.default_rng(0)
 v, tau = (jnp.asarray(rng.normal(size=(4096, model.nv))) for _ in range(2))
 P = jax.sharding.PartitionSpec
 mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("batch",))
-for fn in (jaxsoa.aba, forward_dynamics_innovations, lambda m, q, v, tau: hub_response(m, q)):
+for fn in (jaxsoa.aba, forward_dynamics_innovations, lambda m, q, v, tau: hub_response(m, q),
+           lambda m, q, v, tau: rnea_free_floating(m, q, v, tau[6:]).base_acceleration):
     per_sample = jax.vmap(lambda q, v, tau, fn=fn: fn(model, q, v, tau))
     sharded = jax.jit(jax.shard_map(per_sample, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"),
                                     check_vma=False))
@@ -41,14 +42,14 @@ for fn in (jaxsoa.aba, forward_dynamics_innovations, lambda m, q, v, tau: hub_re
 def test_per_sample_calls_over_two_devices():
     # Each finishes (each hung before) and equals the one-device call: the same per-sample program on
     # each half of the batch, so only round-off from a different vector loop may differ: float64 ulps
-    # (1e-16) amplified by the conditioning of D / M_bb (1e3-1e4 for Solo-12), 1e-11 relative with margin
+    # (1e-16) amplified by the conditioning of D / M_bb / M (1e3-1e4 for Solo-12), 1e-11 relative with margin
     # (measured: 1e-16 for ABA, 2.7e-14 and 1.1e-13 for the hub response in two runs).
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {os.environ.get('XLA_FLAGS', '')}"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SUBPROCESS)], env=env, capture_output=True,
                           text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.split("\n")[:-1]
-    assert len(lines) == 3, proc.stdout
+    assert len(lines) == 4, proc.stdout
     for line in lines:
         devices, error = line.split()
         assert int(devices) == 2
