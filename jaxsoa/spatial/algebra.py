@@ -145,7 +145,10 @@ def inverse_spd(D):
     """(..., d, d) -> D⁻¹ of a symmetric positive definite D (d static): a division when d = 1, else
     Gauss-Jordan elimination without pivoting (stable for SPD: every pivot is positive), unrolled in
     elementwise ops. No LAPACK custom call: those hang intermittently with several XLA host devices
-    (docs/performance.md, "Batch-last core")."""
+    (docs/performance.md, "Batch-last core"). D not SPD (a zero or negative pivot): inf / NaN or a wrong
+    inverse, not an error (traced values are not checked); ValueError if D is not (..., d, d)."""
+    if D.ndim < 2 or D.shape[-1] != D.shape[-2]:
+        raise ValueError(f"argument 'D' has shape {tuple(D.shape)}: expected (..., d, d), a square matrix")
     d = D.shape[-1]
     if d == 1:
         return 1.0 / D

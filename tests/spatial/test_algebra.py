@@ -334,3 +334,9 @@ def test_inverse_spd_equals_numpy(d):
     cond = np.linalg.cond(D)[..., None, None]
     assert np.all(np.abs(got - want) <= 1e-13 * cond * np.abs(want).max(axis=(-1, -2), keepdims=True))
     assert np.abs(got @ D - np.eye(d)).max() <= 1e-13 * cond.max()
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3), (4, 6, 5)])
+def test_inverse_spd_rejects_a_non_square_argument(shape):
+    with pytest.raises(ValueError, match=r"argument 'D' has shape .*expected \(\.\.\., d, d\)"):
+        spatial.inverse_spd(jnp.ones(shape))
