@@ -1,6 +1,6 @@
 """Spatial (6-D) algebra and rotations: the layer every other one builds on."""
 
-from jaxsoa.spatial import algebra, rotation
+from jaxsoa.spatial import algebra, rotation, small_linalg
 from jaxsoa.spatial.algebra import (
     act_force,
     act_motion,
@@ -62,6 +62,7 @@ __all__ = [
     "se3_compose",
     "se3_inverse",
     "skew",
+    "small_linalg",
     "spatial_inertia",
     "transform_inertia",
     "transpose",

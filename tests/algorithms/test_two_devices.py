@@ -54,3 +54,40 @@ def test_per_sample_calls_over_two_devices():
         devices, error = line.split()
         assert int(devices) == 2
         assert float(error) <= 1e-11
+
+
+SWEEPS = """
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from experiments.sweep_systems import SYSTEMS
+P = jax.sharding.PartitionSpec
+mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("batch",))
+for name in ("stewart", "tether"):
+    system = SYSTEMS[name]
+    sample = {k: jnp.asarray(v) for k, v in system.sample(np.random.default_rng(0), 2048).items()}
+    per_sample = jax.vmap(system.simulator(20))
+    sharded = jax.jit(jax.shard_map(per_sample, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"),
+                                    check_vma=False))
+    two, one = sharded(sample), jax.jit(per_sample)(sample)
+    error = max(float(np.abs(np.asarray(two[k]) - np.asarray(one[k])).max() / np.abs(np.asarray(one[k])).max())
+                for k in one)
+    print(jax.device_count(), error, flush=True)
+"""
+
+
+@pytest.mark.slow            # a subprocess with two host devices
+def test_stewart_and_tether_sweeps_over_two_devices():
+    # The Stewart sweep hung over two host devices (its leg-Jacobian solve and SVD were LAPACK custom calls)
+    # and the tether's tridiagonal solve was LAPACK's gtsv; now `jaxsoa.spatial.small_linalg`. Each sweep
+    # (2048 samples, 20 steps) must finish and equal the one-device run: the same per-sample program, so
+    # round-off only, 1e-11 relative with margin (measured below 1e-15).
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {os.environ.get('XLA_FLAGS', '')}"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SWEEPS)], env=env, capture_output=True,
+                          text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.split("\n")[:-1]
+    assert len(lines) == 2, proc.stdout
+    for line in lines:
+        devices, error = line.split()
+        assert int(devices) == 2
+        assert float(error) <= 1e-11

@@ -29,6 +29,7 @@ from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.multibody.arguments import check_positive_steps, check_time_step
 from jaxsoa.spatial.algebra import skew
 from jaxsoa.spatial.rotation import quat_multiply, quat_normalize, quat_to_rotation
+from jaxsoa.spatial.small_linalg import solve
 from jaxsoa.systems.stewart.geometry import (
     N_ELECTRIC,
     PoseStatus,
@@ -112,7 +113,7 @@ def inverse_dynamics(params: StewartParams, p_world_platform, R_world_platform, 
     gas = gas_springs(params, status.length[N_ELECTRIC:])
     rhs = generalized_forces(params, p_world_platform, R_world_platform, u, udot) - J[N_ELECTRIC:].T @ gas.force
     J_safe = jnp.where(status.nonsingular, J[:N_ELECTRIC], jnp.eye(N_ELECTRIC, 6, dtype=J.dtype))
-    force = jnp.linalg.solve(J_safe.T, rhs)
+    force = solve(J_safe.T, rhs)
     return InverseDynamics(jnp.where(status.ok, force, jnp.nan), gas, status)
 
 
@@ -141,7 +142,7 @@ def forward_dynamics(params: StewartParams, p_world_platform, R_world_platform, 
     _, _, length, _ = leg_lengths(params, p_world_platform, R_world_platform)
     gas = gas_springs(params, length[N_ELECTRIC:])
     mass, bias = task_space_mass_matrix(params, p_world_platform, R_world_platform, u)
-    return jnp.linalg.solve(mass, J[:N_ELECTRIC].T @ force + J[N_ELECTRIC:].T @ gas.force - bias)
+    return solve(mass, J[:N_ELECTRIC].T @ force + J[N_ELECTRIC:].T @ gas.force - bias)
 
 
 class _PlatformState(typing.NamedTuple):

@@ -27,6 +27,7 @@ import numpy as np
 from jax.experimental import checkify
 
 from jaxsoa.multibody.arguments import default_dtype
+from jaxsoa.spatial.small_linalg import singular_values
 
 N_ELECTRIC, N_LEGS = 6, 9
 GAS_MODES = ("none", "individual", "shared")
@@ -262,7 +263,7 @@ def pose_status(params: StewartParams, p_world_platform, R_world_platform) -> Po
     """Stroke limits and the singularity measure of the electric legs' Jacobian J₁₋₆ at a pose."""
     _, _, length, _ = leg_lengths(params, p_world_platform, R_world_platform)
     in_stroke = (length >= params.stroke_min) & (length <= params.stroke_max)
-    sigma = jnp.linalg.svd(jacobian(params, p_world_platform, R_world_platform)[:N_ELECTRIC], compute_uv=False)
+    sigma = singular_values(jacobian(params, p_world_platform, R_world_platform)[:N_ELECTRIC])
     condition = sigma[0] / sigma[-1]                  # inf when σ_min = 0: a flag, compared, never returned as a force
     nonsingular = condition <= params.max_condition
     reachable = jnp.all(in_stroke)

@@ -36,6 +36,7 @@ from jaxsoa.multibody.config_space import dexp_inv, integrate, neutral
 from jaxsoa.multibody.model import Model
 from jaxsoa.spatial.algebra import skew
 from jaxsoa.spatial.rotation import rotation_to_quat
+from jaxsoa.spatial.small_linalg import solve
 from jaxsoa.systems import orbit as orb
 from jaxsoa.systems.tether.energy_consistent import node_rates
 from jaxsoa.systems.tether.fem import TetherParams, TetherState, straight_state, tether_momentum
@@ -181,7 +182,7 @@ def forward_dynamics_coupled(system: TetheredRobot, t, state: TetheredRobotState
         responses.append((qdd0, unit))
     G = jax.scipy.linalg.block_diag(*gains)
     mass6 = jnp.kron(mass, jnp.eye(3, dtype=mass.dtype))
-    a_end = jnp.linalg.solve(jnp.eye(6, dtype=G.dtype) + G @ mass6,
+    a_end = solve(jnp.eye(6, dtype=G.dtype) + G @ mass6,
                              jnp.concatenate(a0) + G @ force.reshape(6))       # (I + G m) a = a0 + G f
     F = force - (mass6 @ a_end).reshape(2, 3)                                  # F = f − m a
     (qdd0_P, unit_P), (qdd0_M, unit_M) = responses

@@ -22,9 +22,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.lax.linalg import tridiagonal_solve
 
 from jaxsoa.multibody.arguments import default_dtype
+from jaxsoa.spatial.small_linalg import solve, tridiagonal_solve
 from jaxsoa.systems.tether.energy_consistent import galerkin_forces, node_rates, reel_gain
 from jaxsoa.systems.tether.fem import (
     TetherParams,
@@ -156,7 +156,7 @@ def _dumbbell(params: TetherParams, state: TetherState, inputs: TetherInputs, a_
         force_rhs = stretch * (exit_tension(accel) - D @ s_ddot - held)
         is_force = jnp.asarray(inputs.force_driven)
         A = jnp.where(is_force[:, None], force_rows, jnp.eye(2, dtype=D.dtype))
-        s_ddot_new = jnp.linalg.solve(A, jnp.where(is_force, force_rhs, inputs.reel_accel))
+        s_ddot_new = solve(A, jnp.where(is_force, force_rhs, inputs.reel_accel))
         accel = accel + jnp.tensordot(s_ddot_new - s_ddot, gains, axes=1)
         s_ddot = s_ddot_new
     tension_out = exit_tension(accel) if consistent else ex.tension

@@ -1,0 +1,142 @@
+"""Small dense linear algebra (static size d, batched over leading axes) in elementwise ops, without
+LAPACK custom calls: a general linear solve with partial pivoting, the singular values of a square
+matrix, and a tridiagonal solve (scans over the rows).
+
+With several XLA host devices, LAPACK's custom calls hang intermittently (a lone batched 6x6
+`jnp.linalg.inv` under `shard_map` over two host devices in 5 of 20 runs; docs/performance.md,
+"Batch-last core"), so the per-sample code that `run_sweep` / `sharded_map` shard over devices
+uses these instead (SPD inverses: `jaxsoa.spatial.algebra.inverse_spd`). Both are unrolled over d,
+so they suit d ≲ 12 (the Stewart legs' 6x6 Jacobian, the tether ends' 6x6 coupling).
+"""
+
+import jax
+import jax.numpy as jnp
+
+SWEEPS = 12
+"""Cyclic one-sided Jacobi sweeps of `singular_values`: the off-diagonal part converges quadratically
+once small, so a 6x6 matrix reaches float64 round-off in 5-7 sweeps (tests/spatial/test_small_linalg.py)."""
+
+
+def _check_square(name, A):
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"argument '{name}' has shape {tuple(A.shape)}: expected (..., d, d), a square matrix")
+
+
+def _gauss_jordan(A, B):
+    """A⁻¹ B for A (..., d, d), B (..., d, k): Gauss-Jordan with partial pivoting. The row operations
+    are taken from A alone, so the result is linear in B (JAX can transpose it in B)."""
+    d = A.shape[-1]
+    lead = (1,) * (A.ndim - 2)
+    rows = jnp.arange(d).reshape((*lead, d))                    # i, for a (..., d) column
+    row_of = rows[..., None]                                    # i, for a (..., d, k) matrix
+    for k in range(d):                                     # pivot: the largest |A_ik| for i ≥ k
+        p = jnp.argmax(jnp.where(rows >= k, jnp.abs(A[..., :, k]), -1.0), axis=-1)[..., None, None]
+        swap = jnp.where(row_of == k, p, jnp.where(row_of == p, k, row_of))
+        A = jnp.take_along_axis(A, jnp.broadcast_to(swap, A.shape), -2)        # rows k and p exchanged
+        B = jnp.take_along_axis(B, jnp.broadcast_to(swap, B.shape), -2)
+        pivot = A[..., k:k + 1, k:k + 1]
+        column = jnp.where(row_of != k, A[..., :, k:k + 1], 0)     # A_ik for i ≠ k
+        row_A, row_B = A[..., k:k + 1, :] / pivot, B[..., k:k + 1, :] / pivot
+        A = jnp.where(row_of == k, row_A, A - column * row_A)      # A_i −= A_ik A_k / A_kk;  A_k /= A_kk
+        B = jnp.where(row_of == k, row_B, B - column * row_B)
+    return B
+
+
+@jax.custom_jvp
+def _solve(A, B):
+    return _gauss_jordan(A, B)
+
+
+@_solve.defjvp
+def _solve_jvp(primals, tangents):
+    A, B = primals
+    A_dot, B_dot = tangents
+    X = _gauss_jordan(A, B)
+    return X, _gauss_jordan(A, B_dot - A_dot @ X)          # Ẋ = A⁻¹ (Ḃ − Ȧ X)
+
+
+def solve(A, b):
+    """x = A⁻¹ b for a nonsingular A (..., d, d) and b (..., d) (as many leading axes as A) or
+    (..., d, k), leading axes broadcast: Gauss-Jordan elimination with partial pivoting, in elementwise ops (no LAPACK).
+    Differentiated implicitly (Ẋ = A⁻¹ (Ḃ − Ȧ X)), in forward and reverse mode. A singular A gives
+    inf / NaN (traced values are not checked). ValueError naming 'A' or 'b' for bad shapes."""
+    _check_square("A", A)
+    d = A.shape[-1]
+    vector = b.ndim == A.ndim - 1
+    if b.ndim < 1 or b.shape[-1 if vector else -2] != d:
+        raise ValueError(f"argument 'b' has shape {tuple(b.shape)}: expected (..., {d}) or (..., {d}, k) "
+                         f"for A of shape {tuple(A.shape)}")
+    B = b[..., None] if vector else b
+    lead = jnp.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    A, B = A.reshape((1,) * (len(lead) + 2 - A.ndim) + A.shape), B.reshape((1,) * (len(lead) + 2 - B.ndim) + B.shape)
+    dtype = jnp.result_type(A, B)
+    X = _solve(jnp.broadcast_to(A, (*lead, d, d)).astype(dtype),
+               jnp.broadcast_to(B, (*lead, *B.shape[-2:])).astype(dtype))
+    return X[..., 0] if vector else X
+
+
+def _rotate_pair(U, i, j):
+    """One Hestenes rotation of columns i and j of U (..., m, d), making them orthogonal."""
+    a, b = U[..., :, i], U[..., :, j]
+    alpha, beta, gamma = jnp.sum(a * a, -1), jnp.sum(b * b, -1), jnp.sum(a * b, -1)
+    active = gamma != 0
+    zeta = (beta - alpha) / (2 * jnp.where(active, gamma, 1))
+    size = jnp.abs(zeta)
+    big = size > 1
+    root = jnp.where(big, size * (1 + jnp.sqrt(1 + 1 / jnp.where(big, size, 1) ** 2)), size + jnp.sqrt(1 + size**2))
+    t = jnp.where(active, jnp.where(zeta >= 0, 1.0, -1.0) / root, 0)     # tan θ, the smaller root of t² + 2ζt − 1
+    c = 1 / jnp.sqrt(1 + t**2)
+    s = c * t
+    a_new, b_new = c[..., None] * a - s[..., None] * b, s[..., None] * a + c[..., None] * b
+    return U.at[..., :, i].set(a_new).at[..., :, j].set(b_new)
+
+
+def singular_values(A):
+    """(..., d) singular values of A (..., d, d), descending: cyclic one-sided Jacobi (Hestenes), which
+    rotates pairs of columns until they are orthogonal, then σ = the column norms (accurate in relative
+    terms for small σ too, unlike eigenvalues of AᵀA). `SWEEPS` sweeps over the d(d−1)/2 pairs, in
+    elementwise ops (no LAPACK). ValueError naming 'A' if A is not (..., d, d)."""
+    _check_square("A", A)
+    d = A.shape[-1]
+
+    def sweep(_, U):
+        for i in range(d - 1):
+            for j in range(i + 1, d):
+                U = _rotate_pair(U, i, j)
+        return U
+
+    U = jax.lax.fori_loop(0, SWEEPS, sweep, A)
+    return -jnp.sort(-jnp.sqrt(jnp.sum(U * U, -2)), axis=-1)
+
+
+def tridiagonal_solve(lower, diag, upper, b):
+    """x = T⁻¹ b for the tridiagonal T with sub-, main and super-diagonals lower, diag, upper (n,) each
+    (lower[0] = upper[n−1] = 0, as `jax.lax.linalg.tridiagonal_solve`) and b (n, k): the Thomas algorithm
+    (forward elimination c'_i = u_i / (d_i − l_i c'_{i−1}), then back substitution), a `lax.scan` each
+    way, O(n), no LAPACK (`gtsv`). Without pivoting: for T symmetric positive definite or diagonally
+    dominant (the tether's mass matrices), where every pivot d_i − l_i c'_{i−1} is positive.
+    Differentiable by autodiff of the scans. ValueError naming the argument for bad shapes."""
+    n = diag.shape[0]
+    for name, x in (("lower", lower), ("diag", diag), ("upper", upper)):
+        if x.ndim != 1 or x.shape[0] != n:
+            raise ValueError(f"argument '{name}' has shape {tuple(x.shape)}: expected ({n},)")
+    if b.ndim != 2 or b.shape[0] != n:
+        raise ValueError(f"argument 'b' has shape {tuple(b.shape)}: expected ({n}, k)")
+
+    def eliminate(previous, row):                  # c'_i = u_i / p_i,  b'_i = (b_i − l_i b'_{i−1}) / p_i
+        c_prev, b_prev = previous
+        l_i, d_i, u_i, b_i = row
+        pivot = d_i - l_i * c_prev
+        out = (u_i / pivot, (b_i - l_i * b_prev) / pivot)
+        return out, out
+
+    zero = (jnp.zeros((), diag.dtype), jnp.zeros(b.shape[1:], b.dtype))
+    _, (c, b_prime) = jax.lax.scan(eliminate, zero, (lower, diag, upper, b))
+
+    def substitute(x_next, row):                   # x_i = b'_i − c'_i x_{i+1}
+        c_i, b_i = row
+        x_i = b_i - c_i * x_next
+        return x_i, x_i
+
+    _, x = jax.lax.scan(substitute, zero[1], (c, b_prime), reverse=True)
+    return x
