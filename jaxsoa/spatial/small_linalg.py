@@ -75,8 +75,9 @@ def solve(A, b):
     return X[..., 0] if vector else X
 
 
-def _rotate_pair(U, i, j):
-    """One Hestenes rotation of columns i and j of U (..., m, d), making them orthogonal."""
+def _rotate_pair(U, V, i, j):
+    """One Hestenes rotation of columns i and j of U (..., m, d), making them orthogonal; the same
+    rotation applied to V's columns."""
     a, b = U[..., :, i], U[..., :, j]
     alpha, beta, gamma = jnp.sum(a * a, -1), jnp.sum(b * b, -1), jnp.sum(a * b, -1)
     active = gamma != 0
@@ -87,26 +88,56 @@ def _rotate_pair(U, i, j):
     t = jnp.where(active, jnp.where(zeta >= 0, 1.0, -1.0) / root, 0)     # tan θ, the smaller root of t² + 2ζt − 1
     c = 1 / jnp.sqrt(1 + t**2)
     s = c * t
-    a_new, b_new = c[..., None] * a - s[..., None] * b, s[..., None] * a + c[..., None] * b
-    return U.at[..., :, i].set(a_new).at[..., :, j].set(b_new)
+    c, s = c[..., None], s[..., None]
+
+    def rotate(X):                                  # [x_i, x_j] ← [c x_i − s x_j, s x_i + c x_j]
+        x_i, x_j = X[..., :, i], X[..., :, j]
+        return X.at[..., :, i].set(c * x_i - s * x_j).at[..., :, j].set(s * x_i + c * x_j)
+    return rotate(U), rotate(V)
+
+
+def _jacobi(A):
+    """(A V, V) for A (..., d, d) after `SWEEPS` cyclic sweeps of Hestenes rotations: the columns of
+    A V are orthogonal (σ_i u_i) and V is orthogonal."""
+    d = A.shape[-1]
+
+    def sweep(_, UV):
+        U, V = UV
+        for i in range(d - 1):
+            for j in range(i + 1, d):
+                U, V = _rotate_pair(U, V, i, j)
+        return U, V
+
+    V = jnp.broadcast_to(jnp.eye(d, dtype=A.dtype), A.shape)
+    return jax.lax.fori_loop(0, SWEEPS, sweep, (A, V))
+
+
+@jax.custom_jvp
+def _singular_values(A):
+    U, _ = _jacobi(A)
+    return -jnp.sort(-jnp.sqrt(jnp.sum(U * U, -2)), axis=-1)
+
+
+@_singular_values.defjvp
+def _singular_values_jvp(primals, tangents):
+    (A,), (A_dot,) = primals, tangents
+    U, V = _jacobi(A)
+    sigma = jnp.sqrt(jnp.sum(U * U, -2))                                  # (..., d), unsorted
+    u = U / jnp.where(sigma > 0, sigma, 1)[..., None, :]
+    sigma_dot = jnp.einsum("...ki,...kl,...li->...i", u, A_dot, V)       # σ̇_i = u_iᵀ Ȧ v_i
+    order = jnp.argsort(-sigma, axis=-1)
+    return jnp.take_along_axis(sigma, order, -1), jnp.take_along_axis(sigma_dot, order, -1)
 
 
 def singular_values(A):
     """(..., d) singular values of A (..., d, d), descending: cyclic one-sided Jacobi (Hestenes), which
     rotates pairs of columns until they are orthogonal, then σ = the column norms (accurate in relative
     terms for small σ too, unlike eigenvalues of AᵀA). `SWEEPS` sweeps over the d(d−1)/2 pairs, in
-    elementwise ops (no LAPACK). ValueError naming 'A' if A is not (..., d, d)."""
+    elementwise ops (no LAPACK). Derivative σ̇_i = u_iᵀ Ȧ v_i from the rotations' V (a custom JVP, so
+    autodiff never unrolls the sweeps; defined for distinct σ, like LAPACK's). ValueError naming 'A' if
+    A is not (..., d, d)."""
     _check_square("A", A)
-    d = A.shape[-1]
-
-    def sweep(_, U):
-        for i in range(d - 1):
-            for j in range(i + 1, d):
-                U = _rotate_pair(U, i, j)
-        return U
-
-    U = jax.lax.fori_loop(0, SWEEPS, sweep, A)
-    return -jnp.sort(-jnp.sqrt(jnp.sum(U * U, -2)), axis=-1)
+    return _singular_values(A)
 
 
 def tridiagonal_solve(lower, diag, upper, b):
