@@ -44,12 +44,18 @@ def test_per_sample_calls_over_two_devices():
     # each half of the batch, so only round-off from a different vector loop may differ: float64 ulps
     # (1e-16) amplified by the conditioning of D / M_bb / M (1e3-1e4 for Solo-12), 1e-11 relative with margin
     # (measured: 1e-16 for ABA, 2.7e-14 and 1.1e-13 for the hub response in two runs).
+    _assert_two_devices_equal_one(SUBPROCESS, 4)
+
+
+def _assert_two_devices_equal_one(script, count):
+    """Run `script` in a subprocess with two host devices; each of its `count` output lines ("devices error")
+    must name 2 devices and a relative error ≤ 1e-11."""
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {os.environ.get('XLA_FLAGS', '')}"}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SUBPROCESS)], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True,
                           text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.split("\n")[:-1]
-    assert len(lines) == 4, proc.stdout
+    assert len(lines) == count, proc.stdout
     for line in lines:
         devices, error = line.split()
         assert int(devices) == 2
@@ -81,13 +87,4 @@ def test_stewart_and_tether_sweeps_over_two_devices():
     # and the tether's tridiagonal solve was LAPACK's gtsv; now `jaxsoa.spatial.small_linalg`. Each sweep
     # (2048 samples, 20 steps) must finish and equal the one-device run: the same per-sample program, so
     # round-off only, 1e-11 relative with margin (measured below 1e-15).
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {os.environ.get('XLA_FLAGS', '')}"}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(SWEEPS)], env=env, capture_output=True,
-                          text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = proc.stdout.split("\n")[:-1]
-    assert len(lines) == 2, proc.stdout
-    for line in lines:
-        devices, error = line.split()
-        assert int(devices) == 2
-        assert float(error) <= 1e-11
+    _assert_two_devices_equal_one(SWEEPS, 2)
