@@ -19,6 +19,7 @@ only, plus the cache read). Reported per program: trace s, lower s, XLA compile 
 and whether each is within the 10 s target. Writes results/bench_compile.json (or --out) and prints a table.
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -39,7 +40,7 @@ TARGET_S = 10.0
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     p = OneLineParser(prog="python -m experiments.benchmarks.bench_compile", description=__doc__,
-                      formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--systems", default=",".join((*SWEEP_SYSTEMS, *ROLLOUTS)),
                    help=f"comma-separated programs of {', '.join((*SWEEP_SYSTEMS, *ROLLOUTS))}")
     p.add_argument("--batch", type=positive_int, default=8, help="samples per sweep-system call (default 8)")
@@ -47,7 +48,7 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default="float64", choices=("float32", "float64"), help="sweep systems' dtype")
     p.add_argument("--quick", action="store_true", help="smoke test: the stewart and tether systems only")
     p.add_argument("--out", type=Path, default=RESULTS / "bench_compile.json", help="JSON output")
-    p.add_argument("--worker", default=None, help=__import__("argparse").SUPPRESS)
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
     if opts.quick:
         opts.systems = "stewart,tether"

@@ -5,8 +5,9 @@ matrix, and a tridiagonal solve (scans over the rows).
 With several XLA host devices, LAPACK's custom calls hang intermittently (a lone batched 6x6
 `jnp.linalg.inv` under `shard_map` over two host devices in 5 of 20 runs; docs/performance.md,
 "Batch-last core"), so the per-sample code that `run_sweep` / `sharded_map` shard over devices
-uses these instead (SPD inverses: `jaxsoa.spatial.algebra.inverse_spd`). Both are unrolled over d,
-so they suit d ≲ 12 (the Stewart legs' 6x6 Jacobian, the tether ends' 6x6 coupling).
+uses these instead (SPD inverses: `jaxsoa.spatial.algebra.inverse_spd`). `solve` and
+`singular_values` are unrolled over d, so they suit d ≲ 12 (the Stewart legs' 6x6 Jacobian, the
+tether ends' 6x6 coupling); `tridiagonal_solve` is a scan, for any n.
 """
 
 import jax
@@ -17,9 +18,17 @@ SWEEPS = 12
 once small, so a 6x6 matrix reaches float64 round-off in 5-7 sweeps (tests/spatial/test_small_linalg.py)."""
 
 
+def _check_float(**arrays):
+    """ValueError naming the first argument whose dtype is not floating."""
+    for name, x in arrays.items():
+        if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
+            raise ValueError(f"argument '{name}' has dtype {jnp.result_type(x)}: expected a floating dtype")
+
+
 def _check_square(name, A):
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"argument '{name}' has shape {tuple(A.shape)}: expected (..., d, d), a square matrix")
+    _check_float(**{name: A})
 
 
 def _gauss_jordan(A, B):
@@ -59,13 +68,15 @@ def solve(A, b):
     """x = A⁻¹ b for a nonsingular A (..., d, d) and b (..., d) (as many leading axes as A) or
     (..., d, k), leading axes broadcast: Gauss-Jordan elimination with partial pivoting, in elementwise ops (no LAPACK).
     Differentiated implicitly (Ẋ = A⁻¹ (Ḃ − Ȧ X)), in forward and reverse mode. A singular A gives
-    inf / NaN (traced values are not checked). ValueError naming 'A' or 'b' for bad shapes."""
+    inf / NaN (traced values are not checked). ValueError naming 'A' or 'b' for a bad shape or a
+    non-floating dtype."""
     _check_square("A", A)
     d = A.shape[-1]
     vector = b.ndim == A.ndim - 1
     if b.ndim < 1 or b.shape[-1 if vector else -2] != d:
         raise ValueError(f"argument 'b' has shape {tuple(b.shape)}: expected (..., {d}) or (..., {d}, k) "
                          f"for A of shape {tuple(A.shape)}")
+    _check_float(b=b)
     B = b[..., None] if vector else b
     lead = jnp.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     A, B = A.reshape((1,) * (len(lead) + 2 - A.ndim) + A.shape), B.reshape((1,) * (len(lead) + 2 - B.ndim) + B.shape)
@@ -135,7 +146,7 @@ def singular_values(A):
     terms for small σ too, unlike eigenvalues of AᵀA). `SWEEPS` sweeps over the d(d−1)/2 pairs, in
     elementwise ops (no LAPACK). Derivative σ̇_i = u_iᵀ Ȧ v_i from the rotations' V (a custom JVP, so
     autodiff never unrolls the sweeps; defined for distinct σ, like LAPACK's). ValueError naming 'A' if
-    A is not (..., d, d)."""
+    A is not (..., d, d) of a floating dtype."""
     _check_square("A", A)
     return _singular_values(A)
 
@@ -146,13 +157,15 @@ def tridiagonal_solve(lower, diag, upper, b):
     (forward elimination c'_i = u_i / (d_i − l_i c'_{i−1}), then back substitution), a `lax.scan` each
     way, O(n), no LAPACK (`gtsv`). Without pivoting: for T symmetric positive definite or diagonally
     dominant (the tether's mass matrices), where every pivot d_i − l_i c'_{i−1} is positive.
-    Differentiable by autodiff of the scans. ValueError naming the argument for bad shapes."""
+    Differentiable by autodiff of the scans. ValueError naming the argument for a bad shape or a
+    non-floating dtype."""
     n = diag.shape[0]
     for name, x in (("lower", lower), ("diag", diag), ("upper", upper)):
         if x.ndim != 1 or x.shape[0] != n:
             raise ValueError(f"argument '{name}' has shape {tuple(x.shape)}: expected ({n},)")
     if b.ndim != 2 or b.shape[0] != n:
         raise ValueError(f"argument 'b' has shape {tuple(b.shape)}: expected ({n}, k)")
+    _check_float(lower=lower, diag=diag, upper=upper, b=b)
 
     def eliminate(previous, row):                  # c'_i = u_i / p_i,  b'_i = (b_i − l_i b'_{i−1}) / p_i
         c_prev, b_prev = previous

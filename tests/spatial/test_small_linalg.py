@@ -124,3 +124,16 @@ def test_tridiagonal_solve_derivatives_and_no_custom_call():
         tridiagonal_solve(args[0], args[1], args[2][:-1], args[3])
     with pytest.raises(ValueError, match="'b'"):
         tridiagonal_solve(args[0], args[1], args[2], args[3][:, 0])
+
+
+def test_integer_arguments_are_named():
+    # A non-floating dtype is rejected with the argument named (jnp.linalg.solve promotes it silently).
+    A, b = jnp.eye(3, dtype=jnp.int32), jnp.ones(3, jnp.int32)
+    with pytest.raises(ValueError, match="'A' has dtype int32"):
+        solve(A, b.astype(float))
+    with pytest.raises(ValueError, match="'b' has dtype int32"):
+        solve(A.astype(float), b)
+    with pytest.raises(ValueError, match="'A' has dtype int32"):
+        singular_values(A)
+    with pytest.raises(ValueError, match="'diag' has dtype int32"):
+        tridiagonal_solve(jnp.zeros(3), b, jnp.zeros(3), jnp.ones((3, 1)))

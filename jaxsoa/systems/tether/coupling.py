@@ -183,7 +183,7 @@ def forward_dynamics_coupled(system: TetheredRobot, t, state: TetheredRobotState
     G = jax.scipy.linalg.block_diag(*gains)
     mass6 = jnp.kron(mass, jnp.eye(3, dtype=mass.dtype))
     a_end = solve(jnp.eye(6, dtype=G.dtype) + G @ mass6,
-                             jnp.concatenate(a0) + G @ force.reshape(6))       # (I + G m) a = a0 + G f
+                  jnp.concatenate(a0) + G @ force.reshape(6))                  # (I + G m) a = a0 + G f
     F = force - (mass6 @ a_end).reshape(2, 3)                                  # F = f − m a
     (qdd0_P, unit_P), (qdd0_M, unit_M) = responses
     a_end = a_end.reshape(2, 3)
