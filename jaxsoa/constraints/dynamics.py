@@ -9,7 +9,8 @@ articulated inertias are shared), then q̈ = q̈_free + M⁻¹ Gᵀ λ (= ABA(τ
 "dense": CRBA mass matrix and the KKT system [[M, Gᵀ], [G, 0]] [q̈; −λ] = [τ − C; rhs].
 
 Rank-deficient G_c (redundant cuts, planar loops closed with spatial cut rows, singular poses):
-both methods use a pseudo-inverse (SVD, `jnp.linalg.pinv`, differentiable at constant rank) with
+both methods use a pseudo-inverse (`jaxsoa.spatial.svd.pinv`: one-sided Jacobi, no LAPACK, so these
+run over several host devices; differentiable at constant rank) with
 singular values below `rcond` · σ_max dropped: q̈ is the unique constrained acceleration and λ
 the minimum-norm multipliers (any split of a redundant reaction is physically equivalent).
 `rcond` is relative to the Delassus matrix (recursive) or the KKT matrix (dense); default
@@ -34,6 +35,7 @@ from jaxsoa.constraints.closure import (
 from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.config_space import integrate
 from jaxsoa.multibody.model import Model
+from jaxsoa.spatial.svd import pinv, singular_values
 
 
 def _rtol(rcond, dtype):
@@ -69,7 +71,7 @@ def _solve(model, q, v, tau, closure, f_ext, baumgarte, rtol, method, fd=aba):
     if method == "recursive":
         qdd_free = fd(model, q, v, tau, f_ext)                           # q̈_free = M⁻¹ (τ − C)
         Minv_Gt = inverse_mass_columns(model, q, G, fd)
-        delassus_inv = jnp.linalg.pinv(G @ Minv_Gt, rtol, hermitian=True)  # (G M⁻¹ Gᵀ) λ = rhs − G q̈_free
+        delassus_inv = pinv(G @ Minv_Gt, rtol)                            # (G M⁻¹ Gᵀ) λ = rhs − G q̈_free
         lam = delassus_inv @ (rhs - G @ qdd_free)
         return (qdd_free + Minv_Gt @ lam, lam), (G, Minv_Gt, delassus_inv)  # q̈ = q̈_free + M⁻¹ Gᵀ λ
     if method == "dense":
@@ -77,7 +79,7 @@ def _solve(model, q, v, tau, closure, f_ext, baumgarte, rtol, method, fd=aba):
         C = rnea(model, q, v, jnp.zeros_like(v), f_ext)
         m = G.shape[0]
         kkt = jnp.block([[M, G.T], [G, jnp.zeros((m, m), G.dtype)]])      # [[M, Gᵀ], [G, 0]] [q̈; −λ] = [τ − C; rhs]
-        kkt_inv = jnp.linalg.pinv(kkt, rtol, hermitian=True)
+        kkt_inv = pinv(kkt, rtol)
         sol = kkt_inv @ jnp.concatenate([tau - C, rhs])
         return (sol[: model.nv], -sol[model.nv:]), (G, kkt_inv)
     raise ValueError(f"method must be 'recursive' or 'dense', got {method!r}")
@@ -176,8 +178,8 @@ def inverse_dynamics_constrained(model: Model, q, v, qdd, closure: LoopClosure, 
     mask = jnp.asarray(actuated).astype(G.dtype)
     A = jnp.concatenate([jnp.diag(mask), G.T], axis=1)                 # (nv, nv + m)
     rtol = _rtol(rcond, G.dtype)
-    x = jnp.linalg.pinv(A, rtol) @ rnea(model, q, v, qdd, f_ext)       # M q̈ + C = S_aᵀ τ + Gᵀ λ
-    sigma = jnp.linalg.svd(A, compute_uv=False)
+    x = pinv(A, rtol) @ rnea(model, q, v, qdd, f_ext)                  # M q̈ + C = S_aᵀ τ + Gᵀ λ
+    sigma = singular_values(A)
     return ConstrainedInverseDynamics(x[: model.nv] * mask, x[model.nv:], jnp.sum(sigma > rtol * sigma[0]))
 
 
@@ -187,7 +189,7 @@ def project_velocity(model: Model, q, v, closure: LoopClosure, rcond=None):
     projection (the velocity after an inelastic impulse at the cut; G v⁺ = 0). (nv,)."""
     G = constraint_jacobian(model, q, closure)
     Minv_Gt = inverse_mass_columns(model, q, G)
-    impulse = jnp.linalg.pinv(G @ Minv_Gt, _rtol(rcond, G.dtype), hermitian=True) @ (G @ v)
+    impulse = pinv(G @ Minv_Gt, _rtol(rcond, G.dtype)) @ (G @ v)
     return v - Minv_Gt @ impulse
 
 
@@ -197,7 +199,7 @@ def project_state(model: Model, q, v, closure: LoopClosure, iterations=3, rcond=
     q ← q ⊕ (−G⁺ e) (minimum-norm correction), then `project_velocity`."""
     for _ in range(iterations):
         G = constraint_jacobian(model, q, closure)
-        step = jnp.linalg.pinv(G, _rtol(rcond, G.dtype)) @ constraint_error(model, q, closure)
+        step = pinv(G, _rtol(rcond, G.dtype)) @ constraint_error(model, q, closure)
         q = integrate(model, q, -step)
     return q, project_velocity(model, q, v, closure, rcond)
 

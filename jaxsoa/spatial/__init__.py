@@ -1,6 +1,6 @@
 """Spatial (6-D) algebra and rotations: the layer every other one builds on."""
 
-from jaxsoa.spatial import algebra, rotation, small_linalg
+from jaxsoa.spatial import algebra, rotation, small_linalg, svd
 from jaxsoa.spatial.algebra import (
     act_force,
     act_motion,
@@ -64,6 +64,7 @@ __all__ = [
     "skew",
     "small_linalg",
     "spatial_inertia",
+    "svd",
     "transform_inertia",
     "transpose",
 ]

@@ -1,21 +1,17 @@
-"""Small dense linear algebra (static size d, batched over leading axes) in elementwise ops, without
-LAPACK custom calls: a general linear solve with partial pivoting, the singular values of a square
-matrix, and a tridiagonal solve (scans over the rows).
+"""Small dense linear solves (static size d, batched over leading axes) in elementwise ops, without
+LAPACK custom calls: a general solve with partial pivoting and a tridiagonal solve (scans over the
+rows). Singular values and pseudo-inverses: `jaxsoa.spatial.svd`.
 
 With several XLA host devices, LAPACK's custom calls hang intermittently (a lone batched 6x6
 `jnp.linalg.inv` under `shard_map` over two host devices in 5 of 20 runs; docs/performance.md,
 "Batch-last core"), so the per-sample code that `run_sweep` / `sharded_map` shard over devices
-uses these instead (SPD inverses: `jaxsoa.spatial.algebra.inverse_spd`). `solve` and
-`singular_values` are unrolled over d, so they suit d ≲ 12 (the Stewart legs' 6x6 Jacobian, the
-tether ends' 6x6 coupling); `tridiagonal_solve` is a scan, for any n.
+uses these instead (SPD inverses: `jaxsoa.spatial.algebra.inverse_spd`). `solve` is unrolled over
+d, so it suits d ≲ 12 (the Stewart legs' 6x6 Jacobian, the tether ends' 6x6 coupling);
+`tridiagonal_solve` is a scan, for any n.
 """
 
 import jax
 import jax.numpy as jnp
-
-SWEEPS = 12
-"""Cyclic one-sided Jacobi sweeps of `singular_values`: the off-diagonal part converges quadratically
-once small, so a 6x6 matrix reaches float64 round-off in 5-7 sweeps (tests/spatial/test_small_linalg.py)."""
 
 
 def _check_float(**arrays):
@@ -84,71 +80,6 @@ def solve(A, b):
     X = _solve(jnp.broadcast_to(A, (*lead, d, d)).astype(dtype),
                jnp.broadcast_to(B, (*lead, *B.shape[-2:])).astype(dtype))
     return X[..., 0] if vector else X
-
-
-def _rotate_pair(U, V, i, j):
-    """One Hestenes rotation of columns i and j of U (..., m, d), making them orthogonal; the same
-    rotation applied to V's columns."""
-    a, b = U[..., :, i], U[..., :, j]
-    alpha, beta, gamma = jnp.sum(a * a, -1), jnp.sum(b * b, -1), jnp.sum(a * b, -1)
-    active = gamma != 0
-    zeta = (beta - alpha) / (2 * jnp.where(active, gamma, 1))
-    size = jnp.abs(zeta)
-    big = size > 1
-    root = jnp.where(big, size * (1 + jnp.sqrt(1 + 1 / jnp.where(big, size, 1) ** 2)), size + jnp.sqrt(1 + size**2))
-    t = jnp.where(active, jnp.where(zeta >= 0, 1.0, -1.0) / root, 0)     # tan θ, the smaller root of t² + 2ζt − 1
-    c = 1 / jnp.sqrt(1 + t**2)
-    s = c * t
-    c, s = c[..., None], s[..., None]
-
-    def rotate(X):                                  # [x_i, x_j] ← [c x_i − s x_j, s x_i + c x_j]
-        x_i, x_j = X[..., :, i], X[..., :, j]
-        return X.at[..., :, i].set(c * x_i - s * x_j).at[..., :, j].set(s * x_i + c * x_j)
-    return rotate(U), rotate(V)
-
-
-def _jacobi(A):
-    """(A V, V) for A (..., d, d) after `SWEEPS` cyclic sweeps of Hestenes rotations: the columns of
-    A V are orthogonal (σ_i u_i) and V is orthogonal."""
-    d = A.shape[-1]
-
-    def sweep(_, UV):
-        U, V = UV
-        for i in range(d - 1):
-            for j in range(i + 1, d):
-                U, V = _rotate_pair(U, V, i, j)
-        return U, V
-
-    V = jnp.broadcast_to(jnp.eye(d, dtype=A.dtype), A.shape)
-    return jax.lax.fori_loop(0, SWEEPS, sweep, (A, V))
-
-
-@jax.custom_jvp
-def _singular_values(A):
-    U, _ = _jacobi(A)
-    return -jnp.sort(-jnp.sqrt(jnp.sum(U * U, -2)), axis=-1)
-
-
-@_singular_values.defjvp
-def _singular_values_jvp(primals, tangents):
-    (A,), (A_dot,) = primals, tangents
-    U, V = _jacobi(A)
-    sigma = jnp.sqrt(jnp.sum(U * U, -2))                                  # (..., d), unsorted
-    u = U / jnp.where(sigma > 0, sigma, 1)[..., None, :]
-    sigma_dot = jnp.einsum("...ki,...kl,...li->...i", u, A_dot, V)       # σ̇_i = u_iᵀ Ȧ v_i
-    order = jnp.argsort(-sigma, axis=-1)
-    return jnp.take_along_axis(sigma, order, -1), jnp.take_along_axis(sigma_dot, order, -1)
-
-
-def singular_values(A):
-    """(..., d) singular values of A (..., d, d), descending: cyclic one-sided Jacobi (Hestenes), which
-    rotates pairs of columns until they are orthogonal, then σ = the column norms (accurate in relative
-    terms for small σ too, unlike eigenvalues of AᵀA). `SWEEPS` sweeps over the d(d−1)/2 pairs, in
-    elementwise ops (no LAPACK). Derivative σ̇_i = u_iᵀ Ȧ v_i from the rotations' V (a custom JVP, so
-    autodiff never unrolls the sweeps; defined for distinct σ, like LAPACK's). ValueError naming 'A' if
-    A is not (..., d, d) of a floating dtype."""
-    _check_square("A", A)
-    return _singular_values(A)
 
 
 def tridiagonal_solve(lower, diag, upper, b):

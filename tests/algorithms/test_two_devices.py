@@ -14,9 +14,24 @@ import textwrap
 
 import pytest
 
-SUBPROCESS = """
+PRELUDE = """
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)
+P = jax.sharding.PartitionSpec
+mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("batch",))
+
+
+def compare(per_sample, *args):
+    # print "devices relative-error" of per_sample (a vmapped function) sharded over the devices against one call
+    sharded = jax.jit(jax.shard_map(per_sample, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"),
+                                    check_vma=False))
+    two, one = sharded(*args), jax.jit(per_sample)(*args)
+    error = max(float(np.abs(np.asarray(a) - np.asarray(b)).max() / np.abs(np.asarray(b)).max())
+                for a, b in zip(jax.tree.leaves(two), jax.tree.leaves(one), strict=True))
+    print(jax.device_count(), error, flush=True)
+"""
+
+SUBPROCESS = PRELUDE + """
 import jaxsoa
 from jaxsoa.algorithms.free_floating import hub_response, rnea_free_floating
 from jaxsoa.algorithms.operators import forward_dynamics_innovations
@@ -26,15 +41,9 @@ keys = jax.random.split(jax.random.PRNGKey(0), 4096)
 q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(keys)
 rng = np.random.default_rng(0)
 v, tau = (jnp.asarray(rng.normal(size=(4096, model.nv))) for _ in range(2))
-P = jax.sharding.PartitionSpec
-mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("batch",))
 for fn in (jaxsoa.aba, forward_dynamics_innovations, lambda m, q, v, tau: hub_response(m, q),
            lambda m, q, v, tau: rnea_free_floating(m, q, v, tau[6:]).base_acceleration):
-    per_sample = jax.vmap(lambda q, v, tau, fn=fn: fn(model, q, v, tau))
-    sharded = jax.jit(jax.shard_map(per_sample, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"),
-                                    check_vma=False))
-    two, one = np.asarray(sharded(q, v, tau)), np.asarray(jax.jit(per_sample)(q, v, tau))
-    print(jax.device_count(), np.abs(two - one).max() / np.abs(one).max(), flush=True)
+    compare(jax.vmap(lambda q, v, tau, fn=fn: fn(model, q, v, tau)), q, v, tau)
 """
 
 
@@ -47,9 +56,9 @@ def test_per_sample_calls_over_two_devices():
     _assert_two_devices_equal_one(SUBPROCESS, 4)
 
 
-def _assert_two_devices_equal_one(script, count):
+def _assert_two_devices_equal_one(script, count, bound=1e-11):
     """Run `script` in a subprocess with two host devices; each of its `count` output lines ("devices error")
-    must name 2 devices and a relative error ≤ 1e-11."""
+    must name 2 devices and a relative error ≤ bound."""
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {os.environ.get('XLA_FLAGS', '')}"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True,
                           text=True, timeout=400)
@@ -59,25 +68,15 @@ def _assert_two_devices_equal_one(script, count):
     for line in lines:
         devices, error = line.split()
         assert int(devices) == 2
-        assert float(error) <= 1e-11
+        assert float(error) <= bound
 
 
-SWEEPS = """
-import jax, jax.numpy as jnp, numpy as np
-jax.config.update("jax_enable_x64", True)
+SWEEPS = PRELUDE + """
 from experiments.sweep_systems import SYSTEMS
-P = jax.sharding.PartitionSpec
-mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("batch",))
 for name in ("stewart", "tether"):
     system = SYSTEMS[name]
     sample = {k: jnp.asarray(v) for k, v in system.sample(np.random.default_rng(0), 2048).items()}
-    per_sample = jax.vmap(system.simulator(20))
-    sharded = jax.jit(jax.shard_map(per_sample, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"),
-                                    check_vma=False))
-    two, one = sharded(sample), jax.jit(per_sample)(sample)
-    error = max(float(np.abs(np.asarray(two[k]) - np.asarray(one[k])).max() / np.abs(np.asarray(one[k])).max())
-                for k in one)
-    print(jax.device_count(), error, flush=True)
+    compare(jax.vmap(system.simulator(20)), sample)
 """
 
 
@@ -88,3 +87,28 @@ def test_stewart_and_tether_sweeps_over_two_devices():
     # (2048 samples, 20 steps) must finish and equal the one-device run: the same per-sample program, so
     # round-off only, 1e-11 relative with margin (measured below 1e-15).
     _assert_two_devices_equal_one(SWEEPS, 2)
+
+
+GRASP = PRELUDE + """
+import jaxsoa
+from jaxsoa.constraints.dynamics import forward_dynamics_constrained
+from sims import dual_arm_grasp
+model, closure = dual_arm_grasp.model_and_closure()
+rng = np.random.default_rng(0)
+q0 = jaxsoa.neutral(model, jnp.float64)
+q = q0 + jnp.asarray(rng.normal(0.0, 0.05, (2048, model.nq)))
+v, tau = (jnp.asarray(rng.normal(size=(2048, model.nv))) for _ in range(2))
+for method in ("recursive", "dense"):
+    compare(jax.vmap(lambda q, v, tau, method=method: forward_dynamics_constrained(
+        model, q, v, tau, closure, method=method).qdd), q, v, tau)
+"""
+
+
+@pytest.mark.slow            # a subprocess with two host devices
+def test_closed_loop_dynamics_over_two_devices():
+    # The closed-loop solves' pseudo-inverses were LAPACK SVDs; now `jaxsoa.spatial.svd.pinv`. The grasp
+    # closure's constrained forward dynamics (2048 states, recursive and dense) must finish over two devices
+    # and equal one device. Round-off only, but amplified by the kept spectrum of the planar grasp's Delassus
+    # matrix (rank 3 of 6, σ_max / σ_min of the kept part up to 1.5e9 at these states): float64 ulps × 1.5e9
+    # ≈ 3e-7; bound 1e-6 (measured 0 and 2.3e-10 in two runs).
+    _assert_two_devices_equal_one(GRASP, 2, bound=1e-6)

@@ -1,8 +1,6 @@
-"""`jaxsoa.spatial.small_linalg` against numpy's LAPACK (solve, SVD) and a dense solve (tridiagonal), in
+"""`jaxsoa.spatial.small_linalg` against numpy's LAPACK (solve) and a dense solve (tridiagonal), in
 float64; derivatives against finite differences (`check_grads`); no custom call in the lowered program
 (the point of the module: LAPACK's custom calls hang with several XLA host devices)."""
-
-import re
 
 import jax
 import jax.numpy as jnp
@@ -10,14 +8,10 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from jaxsoa.spatial.small_linalg import singular_values, solve, tridiagonal_solve
+from jaxsoa.spatial.small_linalg import solve, tridiagonal_solve
+from tests.helpers.custom_calls import custom_calls
 
 jax.config.update("jax_enable_x64", True)
-
-
-def _custom_calls(fn, *args):
-    text = jax.jit(fn).lower(*args).as_text()
-    return set(re.findall(r"custom_call @(\w+)", text)) | set(re.findall(r'call_target_name = "(\w+)"', text))
 
 
 @pytest.mark.parametrize("d", [1, 2, 3, 6, 9])
@@ -54,8 +48,8 @@ def test_solve_derivatives_and_no_custom_call():
     grad_lapack = jax.grad(lambda A, b: jnp.sum(jnp.sin(jnp.linalg.solve(A, b))), (0, 1))(A, b)
     for g, g_ref in zip(grad, grad_lapack, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), rtol=1e-12, atol=1e-13)
-    assert _custom_calls(solve, A, b) == set()
-    assert _custom_calls(jnp.linalg.solve, A, b) != set()          # the check can fail
+    assert custom_calls(solve, A, b) == set()
+    assert custom_calls(jnp.linalg.solve, A, b) != set()          # the check can fail
 
 
 @pytest.mark.parametrize("A_shape, b_shape, name", [((3, 4), (3,), "'A'"), ((3,), (3,), "'A'"),
@@ -63,34 +57,6 @@ def test_solve_derivatives_and_no_custom_call():
 def test_solve_names_a_bad_argument(A_shape, b_shape, name):
     with pytest.raises(ValueError, match=name):
         solve(jnp.ones(A_shape), jnp.ones(b_shape))
-
-
-def test_singular_values_equal_numpy():
-    # Random 6x6 (the Stewart legs' Jacobian size) and 3x3 matrices: 1e-14 × σ_max (Jacobi and LAPACK
-    # are both backward stable); one with σ from 1 to 1e-8: relative 1e-7 for σ_min (round-off
-    # 1e-16 × σ_max / σ_min, the bound for any backward-stable SVD of an unscaled matrix).
-    rng = np.random.default_rng(2)
-    for d in (3, 6):
-        A = rng.normal(size=(8, d, d))
-        s, s_ref = np.asarray(singular_values(jnp.asarray(A))), np.linalg.svd(A, compute_uv=False)
-        assert np.abs(s - s_ref).max() <= 1e-14 * s_ref.max()
-    U, V = np.linalg.qr(rng.normal(size=(6, 6)))[0], np.linalg.qr(rng.normal(size=(6, 6)))[0]
-    sigma = np.logspace(0, -8, 6)
-    s = np.asarray(singular_values(jnp.asarray(U @ np.diag(sigma) @ V.T)))
-    assert np.abs(s / sigma - 1).max() <= 1e-7
-    assert np.asarray(singular_values(jnp.zeros((6, 6)))).tolist() == [0.0] * 6
-
-
-def test_singular_values_derivatives_and_no_custom_call():
-    rng = np.random.default_rng(3)
-    A = jnp.asarray(rng.normal(size=(6, 6)))
-    check_grads(singular_values, (A,), order=1, modes=("fwd", "rev"))
-    grad = jax.grad(lambda A: jnp.sum(jnp.arange(1.0, 7.0) * singular_values(A)))(A)
-    grad_lapack = jax.grad(lambda A: jnp.sum(jnp.arange(1.0, 7.0) * jnp.linalg.svd(A, compute_uv=False)))(A)
-    np.testing.assert_allclose(np.asarray(grad), np.asarray(grad_lapack), rtol=1e-10, atol=1e-12)
-    assert _custom_calls(singular_values, A) == set()
-    with pytest.raises(ValueError, match="'A'"):
-        singular_values(jnp.ones((6, 5)))
 
 
 def _tridiagonal(n, k, seed):
@@ -119,7 +85,7 @@ def test_tridiagonal_solve_derivatives_and_no_custom_call():
     args = tuple(jnp.asarray(a) for a in _tridiagonal(6, 2, 0))
     check_grads(lambda d, b: tridiagonal_solve(args[0], d, args[2], b), (args[1], args[3]), order=1,
                 modes=("fwd", "rev"))
-    assert _custom_calls(tridiagonal_solve, *args) == set()
+    assert custom_calls(tridiagonal_solve, *args) == set()
     with pytest.raises(ValueError, match="'upper'"):
         tridiagonal_solve(args[0], args[1], args[2][:-1], args[3])
     with pytest.raises(ValueError, match="'b'"):
@@ -133,7 +99,5 @@ def test_integer_arguments_are_named():
         solve(A, b.astype(float))
     with pytest.raises(ValueError, match="'b' has dtype int32"):
         solve(A.astype(float), b)
-    with pytest.raises(ValueError, match="'A' has dtype int32"):
-        singular_values(A)
     with pytest.raises(ValueError, match="'diag' has dtype int32"):
         tridiagonal_solve(jnp.zeros(3), b, jnp.zeros(3), jnp.ones((3, 1)))

@@ -27,7 +27,7 @@ import numpy as np
 from jax.experimental import checkify
 
 from jaxsoa.multibody.arguments import default_dtype
-from jaxsoa.spatial.small_linalg import singular_values
+from jaxsoa.spatial.svd import singular_values
 
 N_ELECTRIC, N_LEGS = 6, 9
 GAS_MODES = ("none", "individual", "shared")
