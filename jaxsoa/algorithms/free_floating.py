@@ -32,6 +32,7 @@ from jaxsoa.multibody.joints import JointType, motion_subspace
 from jaxsoa.multibody.model import Model
 from jaxsoa.spatial.algebra import cross_force, inverse_spd, mat_vec
 from jaxsoa.spatial.rotation import exp_so3, quat_normalize, quat_to_rotation, rotation_to_quat
+from jaxsoa.spatial.small_linalg import solve
 
 
 def floating_base(model: Model) -> int:
@@ -210,7 +211,7 @@ def to_virtual_base_state(q, v):
     R = quat_to_rotation(quat_normalize(q[3:7]))
     angles = jnp.stack([jnp.arctan2(-R[1, 2], R[2, 2]), jnp.arcsin(jnp.clip(R[0, 2], -1.0, 1.0)),
                         jnp.arctan2(-R[0, 1], R[0, 0])])
-    rates = jnp.linalg.solve(_euler_rate_matrix(angles), v[3:6])
+    rates = solve(_euler_rate_matrix(angles), v[3:6])
     q_virtual = jnp.concatenate([q[:3], angles, q[7:]])
     return q_virtual, jnp.concatenate([R @ v[:3], rates, v[6:]])
 

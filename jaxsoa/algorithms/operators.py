@@ -31,7 +31,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import solve_triangular
 
 from jaxsoa.algorithms.kinematics import (
     forward_kinematics,
@@ -53,6 +52,7 @@ from jaxsoa.spatial.algebra import (
     inverse_spd,
     se3_inverse,
 )
+from jaxsoa.spatial.small_linalg import solve
 
 # ---------------------------------------------------------------------------------------------
 # layout helpers
@@ -178,14 +178,13 @@ def inverse_dynamics_operator(model: Model, q, v, a, f_ext=None):
 
 @entry_point(q='q', v='v', tau='v', f_ext='f_ext')
 def forward_dynamics_operator(model: Model, q, v, tau, f_ext=None):
-    """θ̈ = 𝓜⁻¹ (T − C) by a dense (Cholesky) solve of the operator-form mass matrix. (nv,)."""
+    """θ̈ = 𝓜⁻¹ (T − C) by a dense solve of the operator-form mass matrix (`jaxsoa.spatial.small_linalg.solve`:
+    no LAPACK, so it runs over several host devices). (nv,)."""
     t = operator_terms(model, q, v)
     index = model.dof_index
     M = _padded_mass_matrix(model, t)[index][:, index]
     C = _padded_bias(t, f_ext)[index]
-    chol = jnp.linalg.cholesky(M)
-    y = solve_triangular(chol, tau - C, lower=True)
-    return solve_triangular(chol.T, y, lower=False)
+    return solve(M, tau - C)
 
 
 # ---------------------------------------------------------------------------------------------

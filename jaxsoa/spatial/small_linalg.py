@@ -5,9 +5,8 @@ rows). Singular values and pseudo-inverses: `jaxsoa.spatial.svd`.
 With several XLA host devices, LAPACK's custom calls hang intermittently (a lone batched 6x6
 `jnp.linalg.inv` under `shard_map` over two host devices in 5 of 20 runs; docs/performance.md,
 "Batch-last core"), so the per-sample code that `run_sweep` / `sharded_map` shard over devices
-uses these instead (SPD inverses: `jaxsoa.spatial.algebra.inverse_spd`). `solve` is unrolled over
-d, so it suits d ≲ 12 (the Stewart legs' 6x6 Jacobian, the tether ends' 6x6 coupling);
-`tridiagonal_solve` is a scan, for any n.
+uses these instead (SPD inverses: `jaxsoa.spatial.algebra.inverse_spd`). Both are loops (`solve`
+over the columns, `tridiagonal_solve` over the rows), so their programs do not grow with the size.
 """
 
 import jax
@@ -28,23 +27,33 @@ def _check_square(name, A):
 
 
 def _gauss_jordan(A, B):
-    """A⁻¹ B for A (..., d, d), B (..., d, k): Gauss-Jordan with partial pivoting. The row operations
-    are taken from A alone, so the result is linear in B (JAX can transpose it in B)."""
+    """A⁻¹ B for A (..., d, d), B (..., d, k): Gauss-Jordan with partial pivoting, one column a step of
+    a `lax.fori_loop` (the program does not grow with d). The row operations are taken from A alone, so
+    the result is linear in B (JAX can transpose it in B)."""
     d = A.shape[-1]
-    lead = (1,) * (A.ndim - 2)
-    rows = jnp.arange(d).reshape((*lead, d))                    # i, for a (..., d) column
-    row_of = rows[..., None]                                    # i, for a (..., d, k) matrix
-    for k in range(d):                                     # pivot: the largest |A_ik| for i ≥ k
-        p = jnp.argmax(jnp.where(rows >= k, jnp.abs(A[..., :, k]), -1.0), axis=-1)[..., None, None]
-        swap = jnp.where(row_of == k, p, jnp.where(row_of == p, k, row_of))
-        A = jnp.take_along_axis(A, jnp.broadcast_to(swap, A.shape), -2)        # rows k and p exchanged
+    row_of = jnp.arange(d).reshape((1,) * (A.ndim - 2) + (d, 1))      # i, for a (..., d, ·) array
+
+    def rows_at(X, i):                                                  # X[..., i:i+1, :]
+        return jax.lax.dynamic_index_in_dim(X, i, X.ndim - 2)
+
+    def column_at(X, k):                                                # X[..., :, k:k+1]
+        return jax.lax.dynamic_index_in_dim(X, k, X.ndim - 1)
+
+    def eliminate(k, AB):
+        A, B = AB
+        p = jnp.argmax(jnp.where(row_of >= k, jnp.abs(column_at(A, k)), -1.0), axis=-2, keepdims=True)
+        swap = jnp.where(row_of == k, p, jnp.where(row_of == p, k, row_of))   # pivot: the largest |A_ik|, i ≥ k
+        A = jnp.take_along_axis(A, jnp.broadcast_to(swap, A.shape), -2)         # rows k and p exchanged
         B = jnp.take_along_axis(B, jnp.broadcast_to(swap, B.shape), -2)
-        pivot = A[..., k:k + 1, k:k + 1]
-        column = jnp.where(row_of != k, A[..., :, k:k + 1], 0)     # A_ik for i ≠ k
-        row_A, row_B = A[..., k:k + 1, :] / pivot, B[..., k:k + 1, :] / pivot
-        A = jnp.where(row_of == k, row_A, A - column * row_A)      # A_i −= A_ik A_k / A_kk;  A_k /= A_kk
+        row_A = rows_at(A, k)
+        pivot = column_at(row_A, k)
+        column = jnp.where(row_of != k, column_at(A, k), 0)                  # A_ik for i ≠ k
+        row_A, row_B = row_A / pivot, rows_at(B, k) / pivot
+        A = jnp.where(row_of == k, row_A, A - column * row_A)                # A_i −= A_ik A_k / A_kk;  A_k /= A_kk
         B = jnp.where(row_of == k, row_B, B - column * row_B)
-    return B
+        return A, B
+
+    return jax.lax.fori_loop(0, d, eliminate, (A, B))[1]
 
 
 @jax.custom_jvp

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.spatial.small_linalg import solve
 from jaxsoa.systems.flexible.rfem import Beam
 
 
@@ -94,13 +95,13 @@ def modal_bias(mm: HubBeamModes, q, v):
 def forward_dynamics_modal(mm: HubBeamModes, q, v, tau_hub):
     """(1 + m,) accelerations (θ̈, η̈) under a hub torque."""
     rhs = -modal_bias(mm, q, v).at[0].add(tau_hub)
-    return jnp.linalg.solve(modal_mass_matrix(mm, q), rhs)
+    return solve(modal_mass_matrix(mm, q), rhs)
 
 
 def modal_driven_dynamics(mm: HubBeamModes, eta, eta_dot, theta_dot, theta_ddot):
     """(m,) η̈ with the hub's motion prescribed: M_ee η̈ = −b θ̈ − (K − θ̇² A) η − C η̇."""
     rhs = -mm.b * theta_ddot - (mm.K - theta_dot ** 2 * _A(mm)) @ eta - mm.C @ eta_dot
-    return jnp.linalg.solve(mm.M_ee, rhs)
+    return solve(mm.M_ee, rhs)
 
 
 def modal_energy(mm: HubBeamModes, q, v):

@@ -25,6 +25,7 @@ import numpy as np
 
 from jaxsoa.algorithms.dynamics import crba, nonlinear_effects
 from jaxsoa.algorithms.operators import bias_operator, mass_matrix_operator
+from jaxsoa.spatial.small_linalg import solve
 from jaxsoa.systems.flexible.rfem import FlexibleModel, elastic_forces
 
 
@@ -100,4 +101,4 @@ def forward_dynamics_reduced(rm: ReducedModel, q_r, v_r, tau_r, method="recursiv
     else:
         M, C = mass_matrix_operator(fm.model, q), bias_operator(fm.model, q, v)
     rhs = tau_r - rm.T.T @ (C - elastic_forces(fm, q, v))
-    return jnp.linalg.solve(rm.T.T @ M @ rm.T, rhs)
+    return solve(rm.T.T @ M @ rm.T, rhs)

@@ -33,6 +33,7 @@ from jaxsoa.algorithms.operators import forward_dynamics_operator, inverse_dynam
 from jaxsoa.multibody.build import STANDARD_GRAVITY, build_model
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model, link_inertia, link_placement
+from jaxsoa.spatial.small_linalg import solve
 
 BENDING_AXES = {"z": ((0.0, 0.0, 1.0),), "yz": ((0.0, 0.0, 1.0), (0.0, 1.0, 0.0))}
 
@@ -205,7 +206,7 @@ def forward_dynamics_driven(fm: FlexibleModel, q, v, a_driven, driven, tau=None)
     a0 = jnp.zeros_like(v).at[driven].set(a_driven)
     residual = tau + elastic_forces(fm, q, v) - rnea(fm.model, q, v, a0)
     M_ff = crba(fm.model, q)[free][:, free]
-    return a0.at[free].set(jnp.linalg.solve(M_ff, residual[free]))
+    return a0.at[free].set(solve(M_ff, residual[free]))
 
 
 def mechanical_energy(fm: FlexibleModel, q, v):
