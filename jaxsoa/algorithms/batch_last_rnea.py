@@ -83,6 +83,7 @@ def _forces_bwd(trav, res, f_bar):
         return phi, jnp.stack(phi)
 
     phi = bl.outward(trav, phi_step, [0.0] * 6, batch, dtype)                         # (n, 6, B)
+
     V, A, Phi = bl.components(va[:, :6]), bl.components(va[:, 6:]), bl.components(phi)
     _, local_vjp = jax.vjp(_local_forces, bl.components(inertia), V, A, bl.components(external))
     inertia_bar, v_bar, a_bar, external_bar = local_vjp(Phi)
@@ -98,20 +99,26 @@ def _forces_bwd(trav, res, f_bar):
         return sp.act_force(R_t, p_t, r[:6]) + sp.act_force(R_t, p_t, r[6:]), jnp.stack(r)
 
     acc, AV = bl.inward(trav, motion_adjoint_step, 12, batch, dtype)                 # acc[n]: the world's
-    A_bar, V_bar, vJ, aJ = (bl.components(x) for x in (AV[:, :6], AV[:, 6:], v_joint, a_joint))
-    Rl, pl = bl.components(R), bl.components(p)
-    v_parent = sp.act_motion(Rl, pl, sp.sub(V, vJ))                                   # X⁻¹ (v − S q̇)
-    a_parent = sp.act_motion(Rl, pl, sp.sub(sp.sub(A, aJ), sp.cross_motion(V, vJ)))
-    phi_parent = sp.act_motion(Rl, pl, sp.sub(Phi, bl.components(f_bar)))
-    forces = bl.components(f)
 
-    def transforms(R, p):
-        return sp.inv_act_motion(R, p, v_parent), sp.inv_act_motion(R, p, a_parent), sp.act_force(R, p, forces)
+    def transform_cotangents(R, p, va, AV, v_joint, a_joint, phi, f_bar, f):
+        V, A, Phi = bl.components(va[:, :6]), bl.components(va[:, 6:]), bl.components(phi)
+        A_bar, V_bar, vJ, aJ = (bl.components(x) for x in (AV[:, :6], AV[:, 6:], v_joint, a_joint))
+        Rl, pl = bl.components(R), bl.components(p)
+        v_parent = sp.act_motion(Rl, pl, sp.sub(V, vJ))                                   # X⁻¹ (v − S q̇)
+        a_parent = sp.act_motion(Rl, pl, sp.sub(sp.sub(A, aJ), sp.cross_motion(V, vJ)))
+        phi_parent = sp.act_motion(Rl, pl, sp.sub(Phi, bl.components(f_bar)))
+        forces = bl.components(f)
 
-    R_bar, p_bar = jax.vjp(transforms, Rl, pl)[1]((V_bar, A_bar, phi_parent))
+        def transforms(R, p):
+            return sp.inv_act_motion(R, p, v_parent), sp.inv_act_motion(R, p, a_parent), sp.act_force(R, p, forces)
+
+        R_bar, p_bar = jax.vjp(transforms, Rl, pl)[1]((V_bar, A_bar, phi_parent))
+        return [*R_bar, *p_bar, *sp.sub(V_bar, sp.cross_force(V, A_bar))]
+
+    out = bl.stage(bl.always(trav), transform_cotangents, R, p, va, AV, v_joint, a_joint, phi, f_bar, f)
+    R_bar, p_bar, v_joint_bar = out[:9], out[9:12], jnp.stack(out[12:], 1)
     g_bar = -acc[-1, 3:6]                                                            # a_world = [0; −g]
     g_bar = jnp.sum(g_bar, -1) if gravity.ndim == 1 else g_bar.T
-    v_joint_bar = jnp.stack(sp.sub(V_bar, sp.cross_force(V, A_bar)), 1)
     cotangents = (jnp.stack(R_bar, 1), jnp.stack(p_bar, 1), v_joint_bar, AV[:, :6], jnp.stack(inertia_bar, 1),
                   jnp.stack(external_bar, 1), g_bar)
     return tuple(_sum_to(x, y.shape) for x, y in zip(cotangents, res[:7], strict=True))
