@@ -126,7 +126,10 @@ def custom_reverse(fn: Callable, fwd: Callable, bwd: Callable) -> Callable:
     system N⁻¹ (u, w) = (ṗ, 0), N (u, w) = (u, w + L u): a `lax.custom_linear_solve` whose solve
     applies N (JAX's JVP of fn) and whose transpose_solve applies Nᵀ (ū, w̄) = (ū + Lᵀ w̄, w̄)
     (`bwd`). JAX transposes a linear solve by its transpose_solve, so reverse mode never transposes
-    fn's JVP; N⁻¹ is a true matvec, so higher derivatives stay exact (by plain autodiff)."""
+    fn's JVP; N⁻¹ is a true matvec, so higher derivatives stay exact (by plain autodiff). The JVP inside
+    the solve is checkpointed: otherwise linearising the rule hoists the known half of fn's JVP (the
+    linearisation of its scans) into the forward pass and saves it, though reverse mode only runs
+    `bwd` on `fwd`'s residuals (docs/performance.md, "Gradients on this path")."""
 
     @jax.custom_jvp
     def f(context, *arrays):
@@ -139,10 +142,14 @@ def custom_reverse(fn: Callable, fwd: Callable, bwd: Callable) -> Callable:
         if not live:
             return out, jax.tree.map(jnp.zeros_like, out)
 
-        def tangent(u):                                 # L u, the live arrays' tangents u
+        @jax.checkpoint                                 # saves the arrays only, not fn's linearisation
+        def linear_map(live_arrays, u):                 # L u, the live arrays' tangents u
             def fn_of(*live_arrays):
                 return fn(context, *_replaced(arrays, live, live_arrays))
-            return jax.jvp(fn_of, tuple(arrays[i] for i in live), tuple(u))[1]
+            return jax.jvp(fn_of, live_arrays, tuple(u))[1]
+
+        def tangent(u):
+            return linear_map(tuple(arrays[i] for i in live), u)
 
         def matvec(z):                                  # N⁻¹ (u, w) = (u, w − L u)
             return z[0], jax.tree.map(jnp.subtract, z[1], tangent(z[0]))
@@ -156,7 +163,7 @@ def custom_reverse(fn: Callable, fwd: Callable, bwd: Callable) -> Callable:
 
         u = tuple(tangents[1 + i] for i in live)
         zero = jnp.sum(u[0]) * 0                        # b must be linear in the tangents: w = 0 · Σ u₀
-        b = (u, jax.tree.map(lambda o: jnp.zeros_like(o) * zero.astype(o.dtype), out))
+        b = (u, jax.tree.map(lambda o: jnp.broadcast_to(zero.astype(o.dtype), o.shape), out))
         return out, jax.lax.custom_linear_solve(matvec, b, solve, transpose_solve)[1]
 
     f.defjvp(f_jvp, symbolic_zeros=True)
