@@ -207,12 +207,14 @@ class BatchedPath(NamedTuple):
 BATCH_CHUNK = 512
 """Samples per call of a `BatchedPath`: a larger batch runs as `lax.map` over chunks of this many samples
 (the last one padded with copies of the last sample, whose results are dropped), so that one chunk's
-temporaries stay in cache (docs/performance.md, "Chunks"). Read at trace time."""
+temporaries stay in cache (docs/performance.md, "Chunks"). Each chunk is checkpointed: reverse mode
+saves the chunks' inputs and recomputes a chunk before its backward pass, instead of storing every
+chunk's residuals. Read at trace time."""
 
 
 def _chunked(fn, batched: dict, size: int):
-    """fn(**batched) for arrays with leading axis `size`: one call, or `lax.map` over chunks of
-    `BATCH_CHUNK` samples when size is larger; results (size, ...)."""
+    """fn(**batched) for arrays with leading axis `size`: one call, or `lax.map` over checkpointed chunks
+    of `BATCH_CHUNK` samples when size is larger; results (size, ...)."""
     chunk = BATCH_CHUNK
     if size <= chunk:
         return fn(**batched)
@@ -223,7 +225,7 @@ def _chunked(fn, batched: dict, size: int):
         x = jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad, *x.shape[1:]))]) if pad else x
         return x.reshape((count, chunk, *x.shape[1:]))
 
-    out = jax.lax.map(lambda xs: fn(**xs), jax.tree.map(split, batched))
+    out = jax.lax.map(jax.checkpoint(lambda xs: fn(**xs)), jax.tree.map(split, batched))   # remat per chunk
     return jax.tree.map(lambda y: y.reshape((count * chunk, *y.shape[2:]))[:size], out)
 
 

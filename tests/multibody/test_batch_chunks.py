@@ -8,13 +8,19 @@ and batches of 10 (two full chunks and a padded one) and 8 (no padding):
 * gradients (ABA's adjoint) equal the unchunked ones: 1e-12 (the padding's cotangents are zero);
 * a stacked model (per-sample trees) is chunked with its states: equal to the unchunked call;
 * multi-axis leading batches keep their shape; the program has the chunk loop (a scan of length 3) only when
-  the batch exceeds the chunk.
+  the batch exceeds the chunk;
+* reverse mode through the chunk loop saves the chunks' inputs, not the passes' residuals (each chunk is
+  checkpointed); one unchunked call, the control, saves those.
 """
+
+import contextlib
+import io
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.ad_checkpoint import print_saved_residuals
 
 import jaxsoa
 from jaxsoa.algorithms import free_floating, kinematics
@@ -84,3 +90,20 @@ def test_leading_shape_and_chunk_loop(panda, monkeypatch):
     assert panda.n_links != 3                                # the link scans have length n, the chunk loop 3
     assert "length=3" in str(jax.make_jaxpr(lambda q: jaxsoa.crba(panda, q))(jnp.zeros((10, panda.nq))))
     assert "length=3" not in str(jax.make_jaxpr(lambda q: jaxsoa.crba(panda, q))(jnp.zeros((4, panda.nq))))
+
+
+def test_reverse_mode_saves_the_chunks_inputs_only(panda, monkeypatch):
+    state = _state(panda, 10)
+
+    def saved():
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            print_saved_residuals(lambda q, v, u: jnp.sum(jnp.sin(jaxsoa.aba(panda, q, v, u))), *state)
+        return out.getvalue().splitlines()
+
+    monkeypatch.setattr(arguments, "BATCH_CHUNK", 10**9)
+    assert sum("output of scan" in line for line in saved()) >= 2            # one call: the passes' residuals
+    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    chunked = saved()
+    assert not any("output of scan" in line for line in chunked), chunked
+    assert sum("[3,4," in line for line in chunked) == 3                        # q, v, τ split into 3 chunks of 4
