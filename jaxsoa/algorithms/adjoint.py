@@ -23,6 +23,7 @@ no physical meaning) and its tangent is defined along symmetric directions. Inte
 """
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import jax
@@ -148,8 +149,8 @@ def custom_reverse(fn: Callable, fwd: Callable, bwd: Callable) -> Callable:
                 return fn(context, *_replaced(arrays, live, live_arrays))
             return jax.jvp(fn_of, live_arrays, tuple(u))[1]
 
-        def tangent(u):
-            return linear_map(tuple(arrays[i] for i in live), u)
+        live_arrays = tuple(arrays[i] for i in live)
+        tangent = functools.partial(linear_map, live_arrays)
 
         def matvec(z):                                  # N⁻¹ (u, w) = (u, w − L u)
             return z[0], jax.tree.map(jnp.subtract, z[1], tangent(z[0]))

@@ -83,7 +83,6 @@ def _forces_bwd(trav, res, f_bar):
         return phi, jnp.stack(phi)
 
     phi = bl.outward(trav, phi_step, [0.0] * 6, batch, dtype)                         # (n, 6, B)
-
     V, A, Phi = bl.components(va[:, :6]), bl.components(va[:, 6:]), bl.components(phi)
     _, local_vjp = jax.vjp(_local_forces, bl.components(inertia), V, A, bl.components(external))
     inertia_bar, v_bar, a_bar, external_bar = local_vjp(Phi)

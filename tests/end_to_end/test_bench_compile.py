@@ -6,15 +6,13 @@ import json
 import pytest
 
 from experiments.benchmarks import bench_compile
+from tests.helpers.cli import assert_bad_flag_exits_2
 
 
 @pytest.mark.parametrize("argv, message", [(["--systems", "pendulum"], "--systems"), (["--systems", ","], "--systems"),
                                            (["--batch", "0"], "--batch"), (["--dtype", "float16"], "--dtype")])
 def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        bench_compile.parse_args(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exit_info.value.code == 2 and len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+    assert_bad_flag_exits_2(bench_compile.parse_args, argv, message, capsys)
 
 
 @pytest.mark.slow            # four processes, eight compiles (~50 s on 2 cores)

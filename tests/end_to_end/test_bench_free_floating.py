@@ -7,15 +7,13 @@ import json
 import pytest
 
 from experiments.benchmarks import bench_free_floating
+from tests.helpers.cli import assert_bad_flag_exits_2
 
 
 @pytest.mark.parametrize("argv, message", [(["--batches", "0"], "--batches"), (["--dtypes", "float16"], "--dtypes"),
                                            (["--robots", "panda"], "--robots"), (["--rounds", "-1"], "--rounds")])
 def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        bench_free_floating.parse_args(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exit_info.value.code == 2 and len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+    assert_bad_flag_exits_2(bench_free_floating.parse_args, argv, message, capsys)
 
 
 @pytest.mark.slow            # compiles 10 programs

@@ -7,15 +7,13 @@ import json
 import pytest
 
 from experiments.benchmarks import bench_stacked
+from tests.helpers.cli import assert_bad_flag_exits_2
 
 
 @pytest.mark.parametrize("argv, message", [(["--links", "1"], "--links"), (["--links", "a,b"], "--links"),
                                            (["--batch", "0"], "--batch"), (["--dtype", "float16"], "--dtype")])
 def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        bench_stacked.parse_args(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exit_info.value.code == 2 and len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+    assert_bad_flag_exits_2(bench_stacked.parse_args, argv, message, capsys)
 
 
 @pytest.mark.slow            # compiles 18 programs (~30 s on 2 cores)
