@@ -1,6 +1,6 @@
 """The batch-last core (`jaxsoa.algorithms.batch_last`), reached by leading-batch calls
 `rnea(model, q[B, nq], …)` / `aba(model, q[B, nq], …)` on models whose joints are fixed,
-revolute, prismatic or free (at a root):
+revolute, prismatic, spherical or free (at a root; spherical joints: tests/algorithms/test_batch_last_spherical.py):
 
 * against Pinocchio (float64) on the Panda, Solo-12 (free-flyer) and random fixed-base and
   free-floating trees with fixed / revolute / prismatic joints stored in random order, with
@@ -8,7 +8,7 @@ revolute, prismatic or free (at a root):
 * against the per-sample recursions under `jax.vmap` (a second code path), values and gradients
   (q, v, τ, f_ext and model parameters) of the adjoint: 1e-10 relative;
 * the float32 error against Pinocchio, measured and bounded (printed; docs/performance.md);
-* the dispatch: models with other joints keep the per-sample path, several leading axes, shared
+* the dispatch: a model with a free joint below the root keeps the per-sample path, several leading axes, shared
   (unbatched) arguments broadcast, one compilation for every tree of the same joint types.
 """
 
@@ -69,16 +69,22 @@ def _pin_batch(pin_model, state, fext=None):
     return np.stack(rnea), np.stack(aba)
 
 
-def test_supports_one_dof_and_free_root_joints(panda, robot_models):
-    assert batch_last.supports(panda) and batch_last.supports(robot_models["solo12"][0])
-    rng = np.random.default_rng(0)
-    spherical = (JointType.FREE, JointType.REVOLUTE, JointType.SPHERICAL, JointType.PRISMATIC)
-    assert not batch_last.supports(build_jaxsoa(random_tree(rng, 4, link_types=spherical)))
+def _free_joint_below_the_root():
+    """A 4-link floating tree whose free link and its first child swap places (the free joint inboard
+    of a revolute / prismatic / fixed root)."""
     _, model, _ = _tree_case(9, n_links=4, floating=True)
     root = int(model.links_of_type(JointType.FREE)[0])
     child = int(np.flatnonzero(np.asarray(model.parent) == root)[0])
-    inner = model.with_parent(np.where(np.arange(4) == root, child, np.where(np.arange(4) == child, -1,
-                                                                              np.asarray(model.parent))))
+    return model.with_parent(np.where(np.arange(4) == root, child, np.where(np.arange(4) == child, -1,
+                                                                             np.asarray(model.parent))))
+
+
+def test_supports_every_joint_type_with_free_joints_at_roots(panda, robot_models):
+    assert batch_last.supports(panda) and batch_last.supports(robot_models["solo12"][0])
+    rng = np.random.default_rng(0)
+    spherical = (JointType.FREE, JointType.REVOLUTE, JointType.SPHERICAL, JointType.PRISMATIC)
+    assert batch_last.supports(build_jaxsoa(random_tree(rng, 4, link_types=spherical)))
+    model, inner = _tree_case(9, n_links=4, floating=True)[1], _free_joint_below_the_root()
     assert not batch_last.supports(inner)                            # a free joint below the root: per sample
     q = jnp.broadcast_to(jaxsoa.neutral(model), (2, model.nq))
     v = jnp.zeros((2, model.nv))
@@ -176,11 +182,11 @@ def test_dispatch_shapes_and_fallback(panda):
     assert out.shape == (2, 3, panda.nv)
     ref = _per_sample(dynamics._aba_recursion, panda, q.reshape(6, -1), v.reshape(6, -1), jnp.tile(tau, (6, 1)))
     assert relative_error(out.reshape(6, -1), ref) < 1e-10
-    spherical = (JointType.FREE, JointType.SPHERICAL, JointType.REVOLUTE, JointType.SPHERICAL, JointType.PRISMATIC)
-    floating = build_jaxsoa(random_tree(rng, 5, link_types=spherical))     # spherical joints: per-sample path
+    floating = _free_joint_below_the_root()                          # not supported: the per-sample path
+    assert not batch_last.supports(floating)
     q = jax.vmap(lambda k: jaxsoa.random_configuration(floating, k))(jax.random.split(jax.random.key(0), 3))
     state = [q, *(jnp.asarray(rng.normal(size=(3, floating.nv))) for _ in range(2))]
-    assert relative_error(jax.jit(jaxsoa.aba)(floating, *state),
+    assert relative_error(jax.jit(lambda *x: jaxsoa.aba(floating, *x))(*state),          # a concrete tree
                           _per_sample(dynamics._aba_recursion, floating, *state)) < 1e-12
 
 

@@ -1,5 +1,5 @@
 """The batch-last CRBA (`jaxsoa.algorithms.batch_last_crba`), reached by a leading-batch call
-`crba(model, q[B, nq])` on models whose joints are fixed, revolute, prismatic or free:
+`crba(model, q[B, nq])` on models whose joints are fixed, revolute, prismatic, spherical or free:
 
 * against Pinocchio's `crba` (float64, upper triangle mirrored) on the Panda, Solo-12 (free-flyer)
   and random trees with armature, stored in random order: 1e-9 relative (float64 sums of O(n)
@@ -111,7 +111,7 @@ def test_one_compilation_for_every_tree_of_the_same_joint_types():
     assert count[0] == 1
 
 
-def test_direct_call_checks_its_batch_and_spherical_joints_keep_the_per_sample_path(panda):
+def test_direct_call_checks_its_batch_and_spherical_joints_take_the_batch_path(panda):
     q = jnp.zeros((3, panda.nq))
     with pytest.raises(ValueError, match="argument 'q' has shape"):
         batch_last_crba.crba(panda, q[:, :-1])
@@ -124,7 +124,7 @@ def test_direct_call_checks_its_batch_and_spherical_joints_keep_the_per_sample_p
     rng = np.random.default_rng(9)
     spherical = build_jaxsoa(random_tree(rng, 4, link_types=(JointType.REVOLUTE, JointType.SPHERICAL,
                                                                JointType.PRISMATIC, JointType.SPHERICAL)))
-    assert not batch_last_crba.supports(spherical)
+    assert batch_last_crba.supports(spherical)
     q = jax.vmap(lambda k: jaxsoa.random_configuration(spherical, k))(jax.random.split(jax.random.key(9), 2))
     ref = jax.vmap(lambda x: dynamics.crba.__wrapped__(spherical, x))(q)
     assert relative_error(jaxsoa.crba(spherical, q), ref) < 1e-12
