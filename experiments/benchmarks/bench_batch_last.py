@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments._common import OneLineParser, positive_float, positive_int, progress
+from experiments.benchmarks import ball_humanoid
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
@@ -54,12 +55,35 @@ def _dtypes(text):
     return names
 
 
+ROBOT_NAMES = (*bc.ROBOTS, "ball_humanoid")          # ball_humanoid: spherical joints (`ball_humanoid`)
+
+
 def _robots(text):
     names = [x for x in text.split(",") if x]
     for name in names:
-        if name not in bc.ROBOTS:
-            raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(sorted(bc.ROBOTS))}")
+        if name not in ROBOT_NAMES:
+            raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(sorted(ROBOT_NAMES))}")
     return names
+
+
+def pinocchio_model(name):
+    """The Pinocchio model of a robot of `ROBOT_NAMES`."""
+    return ball_humanoid.pinocchio_model() if name == "ball_humanoid" else bc.pin_model(name)
+
+
+def jaxsoa_model(name, dtype):
+    """The jaxsoa model in `dtype` of a robot of `ROBOT_NAMES`."""
+    import jaxsoa
+
+    if name == "ball_humanoid":
+        return ball_humanoid.jaxsoa_model(dtype)
+    return jaxsoa.load_urdf(str(jaxsoa.io.example_robot_urdf(name)), floating_base=bc.ROBOTS[name][1], dtype=dtype)
+
+
+def robot_inputs(name, nq, nv, batch):
+    """float64 (q, v, u) (batch, ·) in the layout jaxsoa and Pinocchio share; unit quaternions."""
+    return ball_humanoid.inputs(batch) if name == "ball_humanoid" else \
+        bc.make_inputs(nq, nv, batch, floating=bc.ROBOTS[name][1])
 
 
 def parse_args(argv=None):
@@ -69,7 +93,7 @@ def parse_args(argv=None):
     p.add_argument("--dtypes", type=_dtypes, default=["float32", "float64"],
                    help="comma-separated dtypes (default float32,float64)")
     p.add_argument("--robots", type=_robots, default=["panda"],
-                   help=f"comma-separated robots of {', '.join(sorted(bc.ROBOTS))} (default panda)")
+                   help=f"comma-separated robots of {', '.join(sorted(ROBOT_NAMES))} (default panda)")
     p.add_argument("--rounds", type=positive_int, default=7, help="interleaved timed rounds (default 7)")
     p.add_argument("--target-s", type=positive_float, default=0.05, help="approximate duration of one case in a round")
     p.add_argument("--devices", type=positive_int, default=1, help="XLA host devices for the jaxsoa cases")
@@ -111,9 +135,9 @@ def interleaved(cases: dict, rounds: int, target_s: float) -> dict:
 def _pinocchio_cases(robot, batch):
     import pinocchio as pin
 
-    pm = bc.pin_model(robot)
+    pm = pinocchio_model(robot)
     pool = pin.ModelPool(pm, 2)
-    q, v, u = bc.make_inputs(pm.nq, pm.nv, batch, floating=bc.ROBOTS[robot][1])
+    q, v, u = robot_inputs(robot, pm.nq, pm.nv, batch)
     out = np.zeros((pm.nv, batch), order="F")
     args = [np.asfortranarray(x.T) for x in (q, v, u)]
     def call(algo):
@@ -194,12 +218,12 @@ def _jax_cases(robot, batch, dtype_name, devices, gradients=False, chunks=()):
 
     import jaxsoa
 
-    dtype, floating = jnp.dtype(dtype_name), bc.ROBOTS[robot][1]
-    model = jaxsoa.load_urdf(str(jaxsoa.io.example_robot_urdf(robot)), floating_base=floating, dtype=dtype)
-    inputs = bc.make_inputs(model.nq, model.nv, batch, floating=floating)     # Pinocchio's layout = jaxsoa's
+    dtype = jnp.dtype(dtype_name)
+    model = jaxsoa_model(robot, dtype)
+    inputs = robot_inputs(robot, model.nq, model.nv, batch)                 # Pinocchio's layout = jaxsoa's
     q, v, u = (jnp.asarray(x, dtype) for x in inputs)
     cases, errors = {}, {}
-    ref = bc.pin_reference(bc.pin_model(robot), *(x[0] for x in inputs))
+    ref = bc.pin_reference(pinocchio_model(robot), *(x[0] for x in inputs))
     for algo in ("rnea", "aba", "crba"):
         fn = getattr(jaxsoa, algo)
 

@@ -1,10 +1,13 @@
 """ABA on the batch-last layout (`jaxsoa.multibody.batch_last`): the path a leading-batch
-call `aba(model, q[B, nq], …)` takes (RNEA: `jaxsoa.algorithms.batch_last_rnea`) when every joint is fixed,
-revolute, prismatic or free (`batch_last_frames.supports`); other models (spherical joints) run
-the per-sample recursions under `jax.vmap`. Same equations as `jaxsoa.algorithms.dynamics`
+call `aba(model, q[B, nq], …)` takes (RNEA: `jaxsoa.algorithms.batch_last_rnea`) for every joint type
+(`batch_last_frames.supports`) with free joints at roots; a concrete tree with a free joint below a
+root runs the per-sample recursions under `jax.vmap`. Same equations as `jaxsoa.algorithms.dynamics`
 (Featherstone's ABA with armature and link-frame external wrenches), written per link on lists of
 (B,) arrays. A free joint must be a root for ABA (its 6x6 articulated inertia is solved after the
-inward pass; elsewhere the result is NaN); RNEA takes it anywhere.
+inward pass; elsewhere the result is NaN); RNEA takes it anywhere. A spherical joint (anywhere) is
+eliminated inside the link step as three 1-DoF columns e_z, e_y, e_x in its own frame
+(`_ball_eliminations`), which is its 3×3 articulated-body step; models without one compile the 1-DoF
+step only.
 
 Shapes: q (B, nq), v / a / tau (B, nv), f_ext (B, n, 6) or None; results (B, nv). The topology stays
 traced (one compile for every tree with these joint types); the model's data are shared by the

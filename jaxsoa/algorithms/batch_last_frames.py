@@ -103,7 +103,8 @@ def link_slots(model: Model, of: str) -> np.ndarray:
 def ball_slots(model: Model) -> np.ndarray:
     """(2, n) index in v of each spherical link's S₂ and S₃ columns (ω_y, ω_x); nv for the others."""
     ball = np.asarray(model.joint_types) == JointType.SPHERICAL
-    return np.stack([np.where(ball, np.asarray(model.idx_v) + axis, model.nv) for axis in BALL_AXES[1:]]).astype(np.int32)
+    slots = [np.where(ball, np.asarray(model.idx_v) + axis, model.nv) for axis in BALL_AXES[1:]]
+    return np.stack(slots).astype(np.int32)
 
 
 def ball_links(model: Model) -> np.ndarray:
