@@ -49,7 +49,8 @@ def implicit_dynamics(solve: Callable, residual: Callable, operators: Callable) 
     """x*(p) = solve(*p)[0] differentiated implicitly (module docstring).
 
     solve(*p) -> (x, aux): the forward solution and what the linear solves reuse (or None);
-    residual(p, x) -> r with r(p, x*) = 0, linear in x, same PyTree structure as x;
+    residual(p, x, aux) -> r with r(p, x*) = 0, linear in x, same PyTree structure as x (aux: what the
+    forward solve computed at this p, held constant; e.g. intermediates the residual's VJP reuses);
     operators(p, x, aux) -> (matvec, solve_A, transpose_solve_A): x ↦ A x, (matvec, b) ↦ A⁻¹ b and
     (vecmat, c) ↦ A⁻ᵀ c for A = −∂r/∂x (transpose_solve_A None: A symmetric).
     Returns f(*p) -> x with a custom JVP (p: PyTrees of arrays; integer leaves are not differentiated).
@@ -65,7 +66,7 @@ def implicit_dynamics(solve: Callable, residual: Callable, operators: Callable) 
         live = [(i, t) for i, t in enumerate(jax.tree.leaves(p_dot, is_leaf=_is_zero)) if not _is_zero(t)]
 
         def residual_of(*live_leaves):                     # r with the undifferentiated leaves held constant
-            return residual(jax.tree.unflatten(tree, _replaced(leaves, [i for i, _ in live], live_leaves)), x)
+            return residual(jax.tree.unflatten(tree, _replaced(leaves, [i for i, _ in live], live_leaves)), x, aux)
 
         _, r_dot = jax.jvp(residual_of, tuple(leaves[i] for i, _ in live), tuple(t for _, t in live))  # ∂r/∂p · ṗ
         matvec, solve_A, transpose_solve_A = operators(p, x, aux)
@@ -94,16 +95,21 @@ def adjoint_forward_dynamics(aba_recursion: Callable, rnea: Callable, factored=N
     of rnea(model, q, v, q̈, f_ext) = τ: A = M, applied as RNEA(q, 0, x) and inverted as
     ABA(q, 0, b) on the gravity-free model (M symmetric, so the adjoint solve is the same ABA), or,
     with `factored = (aba_factored, solve_mass)`, by solve_mass(model, aux, b) reusing the forward
-    call's aux from aba_factored(...) -> (q̈, aux). Per sample: q (nq,), v / tau (nv,), f_ext (n, 6)
-    or None (or the same with one leading batch axis for a batched recursion)."""
+    call's aux from aba_factored(...) -> (q̈, aux), and the residual's RNEA by
+    rnea_at(model, q, v, q̈, f_ext, aux): the same values and derivatives, its reverse mode reusing the
+    link motions and forces the forward ABA computed (`factored = (aba_factored, solve_mass, rnea_at)`).
+    Per sample: q (nq,), v / tau (nv,), f_ext (n, 6) or None (or the same with one leading batch axis
+    for a batched recursion)."""
 
     def solve(model, q, v, tau, f_ext):
         if factored is None:
             return aba_recursion(model, q, v, tau, f_ext), None
         return factored[0](model, q, v, tau, f_ext)
 
-    def residual(p, qdd):
+    def residual(p, qdd, aux):
         model, q, v, tau, f_ext = p
+        if factored is not None:
+            return tau - factored[2](with_symmetric_inertia(model), q, v, qdd, f_ext, aux)
         return tau - rnea(with_symmetric_inertia(model), q, v, qdd, f_ext)   # r = τ − RNEA(q, v, q̈, f_ext; θ)
 
     def operators(p, qdd, aux):

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
-from jaxsoa.algorithms.batch_last_rnea import rnea
+from jaxsoa.algorithms.batch_last_rnea import rnea, rnea_at
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import nan_unless
 from jaxsoa.multibody.joints import JointType
@@ -32,13 +32,17 @@ supports = fr.supports
 
 
 class Factor(NamedTuple):
-    """What M(q)⁻¹ b reuses from a forward ABA at the same q (`solve_mass_matrix`): the frames R
-    (n, 9, B) and p (n, 3, B), G = U / D and D⁻¹ per link (n, 7, B) in depth order, and each free
-    root's articulated inertia 𝒫 (a 21-list)."""
+    """What the adjoint reuses from a forward ABA: for M(q)⁻¹ b (`solve_mass_matrix`) the frames R
+    (n, 9, B) and p (n, 3, B), G = U / D and D⁻¹ of each column (n, 7 m, B) in depth order, and each free
+    root's articulated inertia 𝒫 (a 21-list); for the residual's RNEA (`batch_last_rnea.rnea_at`) the
+    link motions [v; a] (n, 12, B) and forces f = 𝒫ᴬ a + zᴬ (n, 6, B), the articulated inertia and bias
+    of each link's subtree: RNEA's link forces at q̈."""
     R: jax.Array
     p: jax.Array
     G_D_inv: jax.Array
     P_free: tuple
+    motion: jax.Array
+    forces: jax.Array
 
 
 def _free_root_solve(model, P, z, a_prime, tau, k_index):
@@ -73,7 +77,7 @@ def _accelerations(model, d, R, p, G_nu, c, a_world, a_free):
     already solved). With spherical joints a link first solves its columns S₃ then S₂ (q̈_k = ν_k −
     G_kᵀ a', a' += S_k q̈_k) before adding c: the reverse of `_ball_eliminations`. G_nu (n, 7 m, B):
     G and ν of each of the m columns (m = 3 with spherical joints, else 1); c (n, ≥6, B) or None
-    (zero). q̈ (n, B), or (n, 3, B) with spherical joints (columns S₁, S₂, S₃)."""
+    (zero). Returns q̈ (n, B), or (n, 3, B) with spherical joints (columns S₁, S₂, S₃), and a (n, 6, B)."""
     balls = G_nu.shape[1] > 7
 
     def acceleration_step(t, live, parent):
@@ -95,7 +99,7 @@ def _accelerations(model, d, R, p, G_nu, c, a_world, a_free):
             free = bl.read(d.free, t)
             return [*sp.add(sp.scale(1 - free, a_new), sp.scale(free, bl.read_rows(a_free, t))), qdd, *extra]
         r = bl.stage(live, f, a_t, t)
-        return r[:6], (jnp.stack(r[6:]) if balls else r[6])
+        return r[:6], ((jnp.stack(r[6:]) if balls else r[6]), jnp.stack(r[:6]))
 
     return bl.outward(model.traversal, acceleration_step, a_world, R.shape[-1], R.dtype)
 
@@ -139,9 +143,9 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
             return sp.cross_motion(v_t, bl.read_rows(v_joint, t)) + sp.inertia_vec(I_t, v_t)
         r = bl.stage(live, g, v_t, t)
         b_t = sp.sub(sp.cross_force(v_t, r[6:]), bl.read_rows(external, t))
-        return v_t, jnp.stack(r[:6] + b_t)
+        return v_t, (jnp.stack(r[:6] + b_t), jnp.stack(v_t))
 
-    cb = bl.outward(trav, velocity_step, [0.0] * 6, batch, q.dtype)             # (n, 12, B): c, b
+    cb, velocities = bl.outward(trav, velocity_step, [0.0] * 6, batch, q.dtype)   # (n, 12, B): c, b; (n, 6, B)
 
     def articulated_step(t, live, children):  # 𝒫 = I + Σ X* 𝒫⁺ X⁻¹;  U = 𝒫 S;  D = Sᵀ U;  𝒫⁺ = 𝒫 − U Uᵀ/D
         def s_u(children, t):
@@ -176,21 +180,24 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
         p_t = bl.read_rows(p, t)
         f_lin, n_rot = r[27:30], r[30:33]                               # X* z⁺ = [R n + p × R f; R f]
         up = sp.translate_inertia(p_t, P_rot) + sp.add(n_rot, sp.cross(p_t, f_lin)) + f_lin
-        return up, jnp.stack([*G, nu, D_inv, *ball_out])
+        return up, (jnp.stack([*G, nu, D_inv, *ball_out]), jnp.stack(children))
 
-    acc, G_nu_D = bl.inward(trav, articulated_step, 27, batch, q.dtype)  # (n, 8 m, B): G, ν, D⁻¹ per column
+    acc, (G_nu_D, children) = bl.inward(trav, articulated_step, 27, batch, q.dtype)   # (n, 8 m, B): G, ν, D⁻¹
     G_nu_D = G_nu_D.reshape(G_nu_D.shape[0], -1, 8, batch)
     root = [0.0] * 3 + [-model.gravity[..., i] for i in range(3)]      # a_world = [0; −g]
     a_free, free_qdd, P_free = jnp.zeros((model.n_links, 6, batch), q.dtype), [], []
     for i, pos in enumerate(fr.free_positions(model)):
         a_root, joint, P = _free_root_acceleration(model, d, R, p, cb, acc, tau, root, pos, i)
         a_free, free_qdd, P_free = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint], [*P_free, P]
-    qdd = _accelerations(model, d, R, p, _flat(G_nu_D[:, :, :7]), cb, root, a_free)   # (n, B) or (n, 3, B)
+    qdd, a = _accelerations(model, d, R, p, _flat(G_nu_D[:, :, :7]), cb, root, a_free)  # (n, B) or (n, 3, B)
     roots = jnp.all(jnp.stack([model.parent[..., k] < 0 for k in fr.free_links(model)]
                               + [jnp.ones(model.parent.shape[:-1], bool)]), 0)
     qdd = nan_unless(roots.reshape(roots.shape + (1,) * roots.ndim), _joint_accelerations(model, qdd, free_qdd))
     G_D_inv = jnp.concatenate([G_nu_D[:, :, :6], G_nu_D[:, :, 7:]], 2)
-    return qdd, Factor(R, p, _flat(G_D_inv), tuple(P_free))
+    P = sp.add(bl.components(d.inertia), bl.components(children[:, :21]))          # 𝒫ᴬ = I + Σ_c X* 𝒫⁺_c X⁻¹
+    z = sp.add(bl.components(cb[:, 6:]), bl.components(children[:, 21:]))           # zᴬ = b + Σ_c X* z⁺_c
+    forces = jnp.stack(sp.add(sp.inertia_vec(P, bl.components(a)), z), 1)          # f = 𝒫ᴬ a + zᴬ
+    return qdd, Factor(R, p, _flat(G_D_inv), tuple(P_free), jnp.concatenate([velocities, a], 1), forces)
 
 
 def _flat(x):
@@ -243,11 +250,11 @@ def solve_mass_matrix(model: Model, factor: Factor, b):
         a_root, joint = _free_root_solve(model, list(factor.P_free[i]), bl.read_rows(z, pos), zero, b, i)
         a_free, free_qdd = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint]
     G = G_D_inv.reshape(G_D_inv.shape[0], -1, 7, batch)[:, :, :6]
-    qdd = _accelerations(model, d, R, p, _flat(jnp.concatenate([G, nu[:, :, None]], 2)), None, zero, a_free)
+    qdd = _accelerations(model, d, R, p, _flat(jnp.concatenate([G, nu[:, :, None]], 2)), None, zero, a_free)[0]
     return _joint_accelerations(model, qdd, free_qdd)
 
 
-_aba_adjoint = adjoint_forward_dynamics(_aba_recursion, rnea, factored=(_aba_factored, solve_mass_matrix))
+_aba_adjoint = adjoint_forward_dynamics(_aba_recursion, rnea, factored=(_aba_factored, solve_mass_matrix, rnea_at))
 
 
 def aba(model: Model, q, v, tau, f_ext=None):

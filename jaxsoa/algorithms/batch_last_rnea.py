@@ -132,10 +132,29 @@ def _sum_to(x, shape):
 _link_forces = custom_reverse(lambda *args: _forces_fwd(*args)[0], _forces_fwd, _forces_bwd)
 
 
+def _known_forces_fwd(context, *arrays):
+    """`_forces_fwd` for link motions and forces already known at these arrays: no passes."""
+    motion, forces = context[1]
+    return forces, (*arrays, motion, forces)
+
+
+_link_forces_known = custom_reverse(lambda context, *arrays: _forces_fwd(context[0], *arrays)[0], _known_forces_fwd,
+                                    lambda context, res, f_bar: _forces_bwd(context[0], res, f_bar))
+
+
 def rnea(model: Model, q, v, a, f_ext=None):
     """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext on batches: (B, nv); reverse mode
     by the hand-written passes."""
     return _rnea(_link_forces, model, q, v, a, f_ext)
+
+
+def rnea_at(model: Model, q, v, a, f_ext, known):
+    """`rnea` at a state whose link motions and forces are already known, known.motion [v; a]
+    (n, 12, B) and known.forces (n, 6, B) in depth order (a forward ABA's, `batch_last.Factor`, at
+    q̈ = a): the same value and derivatives; reverse mode runs only the reverse passes, on these.
+    The forward value returns the known forces (forward mode recomputes the passes in its JVP)."""
+    return _rnea(lambda trav, *arrays: _link_forces_known((trav, (known.motion, known.forces)), *arrays),
+                 model, q, v, a, f_ext)
 
 
 def rnea_autodiff(model: Model, q, v, a, f_ext=None):

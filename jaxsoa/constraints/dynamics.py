@@ -85,7 +85,7 @@ def _solve(model, q, v, tau, closure, f_ext, baumgarte, rtol, method, fd=aba):
     raise ValueError(f"method must be 'recursive' or 'dense', got {method!r}")
 
 
-def _residual(p, x):
+def _residual(p, x, _aux):
     """r = (τ + Gᵀ λ − RNEA(q, v, q̈, f_ext), rhs − G q̈): zero at the constrained solution."""
     model, q, v, tau, closure, f_ext, baumgarte, _ = p
     qdd, lam = x

@@ -3,16 +3,21 @@
 dense solve with CRBA's M (an independent algorithm), 1e-10 relative (a solve of a mass matrix with
 condition numbers up to ~1e4), on fixed-base and free-floating trees with armature and on a stack of
 different trees; and ABA's gradient through it against plain autodiff of the per-sample ABA (1e-10).
+The residual's RNEA at the forward's link motions and forces (`batch_last_rnea.rnea_at`) against RNEA
+itself: value, VJP and JVP (1e-10), and two scans fewer in the gradient's program.
 """
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxsoa
-from jaxsoa.algorithms import batch_last, dynamics
+from jaxsoa.algorithms import batch_last, batch_last_rnea, dynamics
+from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.multibody.joints import JointType
+from tests.algorithms import test_batch_last_spherical
 from tests.algorithms.test_batch_last import _tree_case
 from tests.helpers.trees import random_group, relative_error, stack_models
 
@@ -62,3 +67,55 @@ def test_gradient_through_the_reused_factor():
     per_sample = jax.vmap(lambda *x: dynamics.aba_autodiff(model, *x))
     assert relative_error(jax.jvp(lambda *x: jaxsoa.aba(model, *x), (q, v, tau), tangents)[1],
                           jax.jvp(per_sample, (q, v, tau), tangents)[1]) < 1e-10
+
+
+def _count_scans(jaxpr) -> int:
+    """Scans in a jaxpr, nested ones included."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        count += eqn.primitive.name == "scan"
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else [param]:
+                if isinstance(sub, jax.extend.core.ClosedJaxpr):
+                    count += _count_scans(sub.jaxpr)
+                elif isinstance(sub, jax.extend.core.Jaxpr):
+                    count += _count_scans(sub)
+    return count
+
+
+@pytest.mark.parametrize("spherical", [False, True])
+def test_rnea_at_the_forward_factor_equals_rnea(spherical):
+    """The adjoint's residual reuses the forward ABA's link motions and forces (`rnea_at`): its value,
+    its VJP (all arrays and model fields) and its JVP equal RNEA's at q̈ = ABA(q, v, τ), 1e-10, and
+    the gradient of ABA then traces two scans fewer (RNEA's forward passes) than with the plain RNEA."""
+    if spherical:
+        rng, model, _ = test_batch_last_spherical._case(26, n_links=6, floating=True)
+    else:
+        rng, model, _ = _tree_case(25, n_links=7, floating=True)
+    q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(25), 4))
+    v, tau, w = (jnp.asarray(rng.normal(size=(4, model.nv))) for _ in range(3))
+    f_ext = jnp.asarray(rng.normal(size=(4, model.n_links, 6)))
+    qdd, factor = jax.jit(batch_last._aba_factored)(model, q, v, tau, f_ext)
+    args = (model, q, v, qdd, f_ext)
+    plain = jax.jit(batch_last_rnea.rnea)
+
+    def known(m, q, v, a, f):
+        return batch_last_rnea.rnea_at(m, q, v, a, f, factor)
+    assert relative_error(jax.jit(known)(*args), plain(*args)) < 1e-10
+    assert relative_error(plain(*args), tau) < 1e-10                                  # q̈ solves RNEA = τ
+    got, ref = (jax.vjp(fn, *args)[1](w) for fn in (known, batch_last_rnea.rnea))
+    for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
+        if jnp.issubdtype(r.dtype, jnp.floating):
+            assert relative_error(g, r) < 1e-10
+    tangents = (jnp.asarray(rng.normal(size=q.shape)), v * 0.3, qdd * 0.1)
+    got, ref = (jax.jvp(lambda q, v, a, fn=fn: fn(model, q, v, a, f_ext), (q, v, qdd), tangents)[1]
+                for fn in (known, batch_last_rnea.rnea))
+    assert relative_error(got, ref) < 1e-10
+
+    def without_reuse(m, q, v, a, f, _factor):
+        return batch_last_rnea.rnea(m, q, v, a, f)
+    recomputing = adjoint_forward_dynamics(batch_last._aba_recursion, batch_last_rnea.rnea, factored=(
+        batch_last._aba_factored, batch_last.solve_mass_matrix, without_reuse))
+    scans = [_count_scans(jax.make_jaxpr(jax.grad(lambda q, fd=fd: jnp.sum(w * fd(model, q, v, tau, f_ext))))(q).jaxpr)
+             for fd in (batch_last._aba_adjoint, recomputing)]
+    assert scans[0] == scans[1] - 2, scans
