@@ -21,7 +21,7 @@ for robot in panda solo12 talos; do   # Pinocchio anchors run on the host CPU; M
   "$PY" -m experiments.benchmarks.bench_core --robot "$robot" --batches "$BATCHES" --dtypes float32,float64 \
       --settings emitters_off --variant-batches "" --repeats 5 --target-s 0.2 --out "$RESULTS/core_$robot.json"
 done
-"$PY" -m experiments.benchmarks.bench_batch_last --robots panda,solo12,talos --batches "$BATCHES" \
+"$PY" -m experiments.benchmarks.bench_batch_last --robots panda,solo12,talos,ball_humanoid --batches "$BATCHES" \
     --dtypes float32,float64 --rounds 5 --out "$RESULTS/batch_last.json"     # leading-batch vs vmap paths
 "$PY" -m experiments.benchmarks.bench_topology $QUICK --batch "$BIG" --crossover-batch "$BIG" --out "$RESULTS/topology.json"
 "$PY" -m experiments.benchmarks.bench_gradient $QUICK --batch "$BIG" --steps "$STEPS" --out "$RESULTS/gradient.json"
