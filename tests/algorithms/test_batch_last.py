@@ -149,12 +149,11 @@ def test_equals_the_per_sample_recursions(floating):
                           _per_sample(dynamics._aba_recursion, model, q, v, a, f_ext)) < 1e-10
 
 
-@pytest.mark.slow            # two gradient compiles of a free-floating tree (~1-2 min on a loaded 2-core machine)
-def test_gradients_equal_plain_autodiff_per_sample():
+def assert_adjoint_gradients_equal_plain_autodiff(model, rng, seed):
     """The batched adjoint against plain autodiff of the per-sample recursion (`aba_autodiff`), in
-    every state argument and the model's mass, com, placements and gravity (summed over the batch)."""
-    rng, model, _ = _tree_case(6, n_links=6, floating=True)
-    q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(6), 4))
+    every state argument and the model's mass, com, placements, gravity and armature (summed over a
+    batch of 4), 1e-10."""
+    q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(seed), 4))
     v, tau = (jnp.asarray(rng.normal(size=(4, model.nv))) for _ in range(2))
     f_ext = jnp.asarray(rng.normal(size=(4, model.n_links, 6)))
     weights = jnp.asarray(rng.normal(size=(4, model.nv)))
@@ -171,6 +170,12 @@ def test_gradients_equal_plain_autodiff_per_sample():
         argnums=(0, 1, 2, 3, 4)))(params, q, v, tau, f_ext)
     for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
         assert relative_error(g, r) < 1e-10
+
+
+@pytest.mark.slow            # two gradient compiles of a free-floating tree (~1-2 min on a loaded 2-core machine)
+def test_gradients_equal_plain_autodiff_per_sample():
+    rng, model, _ = _tree_case(6, n_links=6, floating=True)
+    assert_adjoint_gradients_equal_plain_autodiff(model, rng, 6)
 
 
 def test_dispatch_shapes_and_fallback(panda):

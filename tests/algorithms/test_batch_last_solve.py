@@ -1,7 +1,8 @@
 """The batch-last ABA's factorisation reused by its adjoint (`jaxsoa.algorithms.batch_last`:
 `_aba_factored`, `solve_mass_matrix`), in float64: M(q)⁻¹ b from a forward ABA's `Factor` against a
 dense solve with CRBA's M (an independent algorithm), 1e-10 relative (a solve of a mass matrix with
-condition numbers up to ~1e4), on fixed-base and free-floating trees with armature and on a stack of
+condition numbers up to ~1e4), on fixed-base and free-floating trees with armature (with and without
+spherical joints) and on a stack of
 different trees; and ABA's gradient through it against plain autodiff of the per-sample ABA (1e-10).
 The residual's RNEA at the forward's link motions and forces (`batch_last_rnea.rnea_at`) against RNEA
 itself: value, VJP and JVP (1e-10), and two scans fewer in the gradient's program.
@@ -27,9 +28,12 @@ def _dense_solve(model, q, b):
     return jnp.linalg.solve(M, b[..., None])[..., 0]
 
 
-@pytest.mark.parametrize("floating", [False, True])
-def test_solve_reusing_the_forward_factor_equals_a_dense_solve(floating):
-    rng, model, _ = _tree_case(21, n_links=8, floating=floating)
+@pytest.mark.parametrize("floating, spherical", [(False, False), (True, False), (False, True), (True, True)])
+def test_solve_reusing_the_forward_factor_equals_a_dense_solve(floating, spherical):
+    if spherical:                               # a spherical link's three columns in the factor
+        rng, model, _ = test_batch_last_spherical._case(6, n_links=7, floating=floating)
+    else:
+        rng, model, _ = _tree_case(21, n_links=8, floating=floating)
     q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(21), 5))
     v, tau, b = (jnp.asarray(rng.normal(size=(5, model.nv))) for _ in range(3))
     _, factor = jax.jit(batch_last._aba_factored)(model, q, v, tau)

@@ -12,7 +12,7 @@ Checked in float64:
   kinematics, joint Jacobians, the free-floating ABA) against the per-sample recursions under `jax.vmap`
   (a second code path): 1e-10;
 * M⁻¹ b from the forward ABA's factor (`solve_mass_matrix`, the adjoint's solve) against a dense solve
-  with CRBA's M (an independent algorithm): 1e-10;
+  with CRBA's M (an independent algorithm): 1e-10, in tests/algorithms/test_batch_last_solve.py;
 * stacked per-sample trees with spherical joints against Pinocchio, one compilation for two stacks;
 * the adjoint's gradients (states, wrenches, model fields) against plain autodiff of the per-sample ABA:
   1e-10;
@@ -30,6 +30,7 @@ import pytest
 import jaxsoa
 from jaxsoa.algorithms import batch_last, dynamics, free_floating, kinematics
 from jaxsoa.multibody.joints import JointType
+from tests.algorithms.test_batch_last import assert_adjoint_gradients_equal_plain_autodiff
 from tests.helpers.trees import (
     build_jaxsoa,
     build_pinocchio,
@@ -157,17 +158,6 @@ def test_every_batch_path_entry_point_equals_the_per_sample_recursions():
             assert relative_error(g, r) < 1e-10, name
 
 
-@pytest.mark.parametrize("floating", [False, True])
-def test_solve_reusing_the_forward_factor_equals_a_dense_solve(floating):
-    rng, model, _ = _case(6, n_links=7, floating=floating)
-    q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(6), 5))
-    v, tau, b = (jnp.asarray(rng.normal(size=(5, model.nv))) for _ in range(3))
-    _, factor = jax.jit(batch_last._aba_factored)(model, q, v, tau)
-    got = jax.jit(batch_last.solve_mass_matrix)(model, factor, b)
-    M = jax.vmap(lambda x: dynamics.crba.__wrapped__(model, x))(q)
-    assert relative_error(got, jnp.linalg.solve(M, b[..., None])[..., 0]) < 1e-10
-
-
 def test_stacked_trees_with_spherical_joints_against_pinocchio_in_one_compilation(monkeypatch):
     rng = np.random.default_rng(7)
     _forbid_the_per_sample_path(monkeypatch)
@@ -196,23 +186,6 @@ def test_stacked_trees_with_spherical_joints_against_pinocchio_in_one_compilatio
 @pytest.mark.slow            # two gradient compiles (~1 min on a loaded 2-core machine)
 def test_adjoint_gradients_equal_plain_autodiff_per_sample():
     """The batched adjoint (ABA, its factor's solve and RNEA's hand-written reverse mode, all with
-    spherical joints) against plain autodiff of the per-sample ABA, in every state argument and the
-    model's mass, com, placements, gravity and armature (summed over the batch)."""
+    spherical joints) against plain autodiff of the per-sample ABA (`test_batch_last`'s check)."""
     rng, model, _ = _case(8, n_links=6, floating=True)
-    q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(8), 4))
-    v, tau = (jnp.asarray(rng.normal(size=(4, model.nv))) for _ in range(2))
-    f_ext = jnp.asarray(rng.normal(size=(4, model.n_links, 6)))
-    weights = jnp.asarray(rng.normal(size=(4, model.nv)))
-    fields = ("mass", "com", "placement_translation", "placement_rotation", "gravity", "armature")
-
-    def loss(aba_fn, params, q, v, tau, f_ext):
-        m = dataclasses.replace(model, **params)
-        return jnp.sum(weights * jnp.sin(aba_fn(m, q, v, tau, f_ext)))
-
-    params = {f: getattr(model, f) for f in fields}
-    got = jax.jit(jax.grad(lambda *a: loss(jaxsoa.aba, *a), argnums=(0, 1, 2, 3, 4)))(params, q, v, tau, f_ext)
-    ref = jax.jit(jax.grad(lambda p, q, v, tau, f: loss(
-        lambda m, *x: jax.vmap(lambda *y: dynamics.aba_autodiff(m, *y))(*x), p, q, v, tau, f),
-        argnums=(0, 1, 2, 3, 4)))(params, q, v, tau, f_ext)
-    for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
-        assert relative_error(g, r) < 1e-10
+    assert_adjoint_gradients_equal_plain_autodiff(model, rng, 8)
