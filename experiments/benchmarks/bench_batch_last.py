@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments._common import OneLineParser, positive_float, positive_int, progress
-from experiments.benchmarks import ball_humanoid
 from experiments.benchmarks import bench_common as bc
+from experiments.benchmarks.robot_models import ROBOT_NAMES, jaxsoa_model, pinocchio_model, robot_inputs
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -55,35 +55,12 @@ def _dtypes(text):
     return names
 
 
-ROBOT_NAMES = (*bc.ROBOTS, "ball_humanoid")          # ball_humanoid: spherical joints (`ball_humanoid`)
-
-
 def _robots(text):
     names = [x for x in text.split(",") if x]
     for name in names:
         if name not in ROBOT_NAMES:
             raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(sorted(ROBOT_NAMES))}")
     return names
-
-
-def pinocchio_model(name):
-    """The Pinocchio model of a robot of `ROBOT_NAMES`."""
-    return ball_humanoid.pinocchio_model() if name == "ball_humanoid" else bc.pin_model(name)
-
-
-def jaxsoa_model(name, dtype):
-    """The jaxsoa model in `dtype` of a robot of `ROBOT_NAMES`."""
-    import jaxsoa
-
-    if name == "ball_humanoid":
-        return ball_humanoid.jaxsoa_model(dtype)
-    return jaxsoa.load_urdf(str(jaxsoa.io.example_robot_urdf(name)), floating_base=bc.ROBOTS[name][1], dtype=dtype)
-
-
-def robot_inputs(name, nq, nv, batch):
-    """float64 (q, v, u) (batch, ·) in the layout jaxsoa and Pinocchio share; unit quaternions."""
-    return ball_humanoid.inputs(batch) if name == "ball_humanoid" else \
-        bc.make_inputs(nq, nv, batch, floating=bc.ROBOTS[name][1])
 
 
 def parse_args(argv=None):

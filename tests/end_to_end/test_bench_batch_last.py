@@ -29,3 +29,29 @@ def test_quick_run_writes_every_case(tmp_path, capsys):
         if r["case"].startswith("jaxsoa"):
             assert r["rel_error_vs_pinocchio"] < 1e-5               # float32 against float64 Pinocchio
     assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_ball_humanoid_is_the_same_tree_in_jaxsoa_and_pinocchio():
+    """The benchmark's spherical-joint model (`robot_models`): jaxsoa's and Pinocchio's RNEA, ABA and CRBA
+    agree at its benchmark inputs (float64, 1e-9 relative), whose quaternions are unit; it has spherical
+    joints, and they take the batch-last path."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    import jaxsoa
+    from experiments.benchmarks import bench_common as bc
+    from experiments.benchmarks.robot_models import jaxsoa_model, pinocchio_model, robot_inputs
+    from tests.helpers.trees import relative_error
+
+    model, pm = jaxsoa_model("ball_humanoid", jnp.float64), pinocchio_model("ball_humanoid")
+    assert (model.nq, model.nv) == (pm.nq, pm.nv) == (47, 37)
+    assert len(model.links_of_type(jaxsoa.JointType.SPHERICAL)) == 9 and jaxsoa.algorithms.batch_last.supports(model)
+    q, v, u = robot_inputs("ball_humanoid", model.nq, model.nv, 4)
+    balls, free = model.q_columns(jaxsoa.JointType.SPHERICAL), model.q_columns(jaxsoa.JointType.FREE)
+    for columns in [*balls, *(c[3:] for c in free)]:
+        assert np.allclose(np.linalg.norm(q[:, columns], axis=1), 1.0)
+    got = {"rnea": jaxsoa.rnea(model, q, v, u), "aba": jaxsoa.aba(model, q, v, u), "crba": jaxsoa.crba(model, q)}
+    for i in range(4):
+        ref = bc.pin_reference(pm, q[i], v[i], u[i])
+        for name, value in got.items():
+            assert relative_error(value[i], ref[name]) < 1e-9, name

@@ -1,6 +1,7 @@
-"""A humanoid-shaped tree with spherical joints, the benchmark model for the batch-last core's spherical
-joints (`bench_batch_last --robots ball_humanoid`), built identically in jaxsoa (`jaxsoa_model`) and
-Pinocchio (`pinocchio_model`).
+"""The robots of `bench_batch_last` as jaxsoa and Pinocchio models with shared inputs (`ROBOT_NAMES`,
+`jaxsoa_model`, `pinocchio_model`, `robot_inputs`): the example-robot-data URDFs of `bench_common.ROBOTS`
+and `ball_humanoid`, a humanoid-shaped tree with spherical joints for the batch-last core's spherical
+joints (`bench_batch_last --robots ball_humanoid`), built identically in both.
 
 A torso on a free joint; a head on a ball joint; two legs and two arms, each a ball joint (hip /
 shoulder), a revolute joint about the limb's y axis (knee / elbow) and a ball joint (ankle / wrist):
@@ -12,11 +13,16 @@ velocity [linear; angular] in the child frame; ball joint: quaternion, ω in the
 import numpy as np
 
 import jaxsoa
+from experiments.benchmarks import bench_common as bc
 from jaxsoa.multibody.joints import JointType
 
 F, S, R = JointType.FREE, JointType.SPHERICAL, JointType.REVOLUTE
 _LIMBS = {"leg_l": (0.0, 0.1, -0.3), "leg_r": (0.0, -0.1, -0.3), "arm_l": (0.0, 0.2, 0.3), "arm_r": (0.0, -0.2, 0.3)}
 _SEGMENT = 0.4                                         # m, hip-to-knee, knee-to-ankle (and the arms)
+
+
+ROBOT_NAMES = (*bc.ROBOTS, "ball_humanoid")
+"""Robots `bench_batch_last` takes: the URDF robots and the ball humanoid."""
 
 
 def tree() -> dict:
@@ -37,13 +43,13 @@ def tree() -> dict:
                 mass=np.asarray(mass), com=np.asarray(com), inertia_com=inertia)
 
 
-def jaxsoa_model(dtype):
+def _ball_humanoid(dtype):
     """The ball humanoid as a jaxsoa `Model` in `dtype`."""
     return jaxsoa.build_model(**tree(), dtype=dtype)
 
 
-def pinocchio_model():
-    """The same tree as a Pinocchio model (joints added in link order)."""
+def _ball_humanoid_pinocchio():
+    """The ball humanoid as a Pinocchio model (joints added in link order)."""
     import pinocchio as pin
 
     fields, pm = tree(), pin.Model()
@@ -57,9 +63,9 @@ def pinocchio_model():
     return pm
 
 
-def inputs(batch: int, seed: int = 0):
-    """float64 (batch, ·) q, v, u: uniform [-1, 1] coordinates with each quaternion normalised, standard
-    normal v and u (acceleration or torque)."""
+def _ball_humanoid_inputs(batch: int, seed: int = 0):
+    """float64 (batch, ·) q, v, u of the ball humanoid: uniform [-1, 1] coordinates with each quaternion
+    normalised, standard normal v and u (acceleration or torque)."""
     types = tree()["joint_types"]
     starts = np.cumsum([0] + [t.nq for t in types])
     nq, nv = int(starts[-1]), sum(t.nv for t in types)
@@ -70,3 +76,21 @@ def inputs(batch: int, seed: int = 0):
             columns = slice(start + 3, start + 7) if joint_type == F else slice(start, start + 4)
             q[:, columns] /= np.linalg.norm(q[:, columns], axis=1, keepdims=True)
     return q, rng.normal(size=(batch, nv)), rng.normal(size=(batch, nv))
+
+
+def pinocchio_model(name):
+    """The Pinocchio model of a robot of `ROBOT_NAMES`."""
+    return _ball_humanoid_pinocchio() if name == "ball_humanoid" else bc.pin_model(name)
+
+
+def jaxsoa_model(name, dtype):
+    """The jaxsoa model in `dtype` of a robot of `ROBOT_NAMES`."""
+    if name == "ball_humanoid":
+        return _ball_humanoid(dtype)
+    return jaxsoa.load_urdf(str(jaxsoa.io.example_robot_urdf(name)), floating_base=bc.ROBOTS[name][1], dtype=dtype)
+
+
+def robot_inputs(name, nq, nv, batch):
+    """float64 (q, v, u) (batch, ·) in the layout jaxsoa and Pinocchio share; unit quaternions."""
+    return _ball_humanoid_inputs(batch) if name == "ball_humanoid" else \
+        bc.make_inputs(nq, nv, batch, floating=bc.ROBOTS[name][1])
