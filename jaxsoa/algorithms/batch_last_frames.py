@@ -227,7 +227,7 @@ def joint_vector(model: Model, y_links, free_values, ball_values=()):
     """(B, nv) from the 1-DoF links' values y_links (n, B, depth order), each free joint's
     spatial 6-list [angular; linear] (stored [linear; angular]) and each spherical joint's 3-list
     (x, y, z): one static row gather, no scatter."""
-    scalar = np.flatnonzero(_scalar_joint(model))
+    scalar = scalar_links(model)
     sources = [bl.from_depth_order(model.traversal, scalar, y_links).T]          # (n_scalar, B)
     source_of = {int(c): i for i, c in enumerate(np.asarray(model.idx_v)[scalar])}
     for columns, value in zip(model.v_columns(JointType.FREE), free_values, strict=True):
