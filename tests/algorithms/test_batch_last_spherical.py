@@ -189,3 +189,21 @@ def test_adjoint_gradients_equal_plain_autodiff_per_sample():
     spherical joints) against plain autodiff of the per-sample ABA (`test_batch_last`'s check)."""
     rng, model, _ = _case(8, n_links=6, floating=True)
     assert_adjoint_gradients_equal_plain_autodiff(model, rng, 8)
+
+
+def test_bad_inputs_are_named_on_the_batch_path():
+    """A model with spherical joints takes the batch path, and its calls still reject wrong shapes and
+    dtypes by argument name, before any work."""
+    _, model, _ = _case(9, n_links=5)
+    q = jnp.broadcast_to(jaxsoa.neutral(model), (3, model.nq))
+    v = jnp.zeros((3, model.nv))
+    with pytest.raises(ValueError, match="'q'"):
+        jaxsoa.aba(model, q[:, :-1], v, v)                       # a quaternion entry missing
+    with pytest.raises(ValueError, match="'tau'"):
+        jaxsoa.aba(model, q, v, v[:, :-1])
+    with pytest.raises(ValueError, match="'f_ext'"):
+        jaxsoa.rnea(model, q, v, v, jnp.zeros((3, model.n_links + 1, 6)))
+    with pytest.raises((TypeError, ValueError), match="'q'"):
+        jaxsoa.crba(model, q.astype(jnp.int32))
+    with pytest.raises(ValueError, match="batch"):
+        batch_last.aba(model, q[0], v[0], v[0])                  # the direct call needs the batch axis
