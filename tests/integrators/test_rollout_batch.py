@@ -18,6 +18,7 @@ import jaxsoa
 from jaxsoa.algorithms import dynamics
 from jaxsoa.integrators import rk4_step, semi_implicit_euler_step
 from jaxsoa.integrators.steps import RK4
+from jaxsoa.multibody import arguments
 from jaxsoa.multibody.joints import JointType
 from tests.algorithms.test_batch_last import _tree_case
 from tests.helpers.trees import counting, random_group, relative_error
@@ -100,3 +101,28 @@ def test_gradients_equal_the_per_sample_rollout():
     ref = jax.jit(jax.grad(loss(lambda q, v, c: _per_sample(model, q, v, c)), argnums=(0, 1, 2)))(q0, v0, gains)
     for g, r in zip(got, ref, strict=True):
         assert relative_error(g, r) < 1e-10
+
+
+def test_gradient_keeps_the_core_inside_the_step_loop(monkeypatch):
+    """Linearising a loop, JAX evaluates the part of its body that depends only on loop constants (the
+    model) outside the loop. The batch-last entry ties the model to the states (`tied_to_states`), so no
+    per-sample value of the core is computed outside the rollout's step loop: every other top-level scan
+    of the gradient is model-only (no batch axis). The control (the tie removed) shows the hoisted passes
+    with batch-sized outputs that made the gradient program 2.3× larger."""
+    batch, steps = 5, 3
+    model, q0, v0, gains = _case(6, floating=False, batch=batch)
+
+    def loss(q0, v0, gains):
+        trajectory = jaxsoa.rollout(model, q0, v0, lambda t, q, v: -gains * v, DT, steps)
+        return jnp.sum(trajectory.q ** 2)
+
+    def hoisted_batch_outputs():
+        jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2)))(q0, v0, gains).jaxpr
+        scans = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
+        assert [e.params["length"] for e in scans].count(steps) == 2          # the rollout's forward and reverse
+        return [v.aval.shape for e in scans if e.params["length"] != steps for v in e.outvars
+                if v.aval.shape and v.aval.shape[-1] == batch]
+
+    assert hoisted_batch_outputs() == []
+    monkeypatch.setattr(arguments, "tied_to_states", lambda shared, states: (shared, states))
+    assert len(hoisted_batch_outputs()) > 10
