@@ -4,9 +4,11 @@
 
 Cases, per algorithm (RNEA, ABA, CRBA) and batch: Pinocchio's `rneaInParallel` / `abaInParallel` with 2
 threads (the anchor; for CRBA, which Pinocchio does not batch, its C++ `crba` called per sample from a Python
-loop, one thread), jaxsoa's per-sample recursions under `jax.vmap` (`jit(vmap(lambda q, v, u: aba(m, q, v, u)))`,
-the core before the batch-last path) and the leading-batch call (`jit(lambda q, v, u: aba(m, q, v, u))` on
-(B, nq) arrays: the batch-last path). Rounds are interleaved (order reversed every other round) and the
+loop, one thread), jaxsoa's per-sample recursions under `jax.vmap` ("vmap": `jit(vmap(lambda q, v, u:
+rnea(m, q, v, u)))`; for ABA `aba_autodiff`'s recursion and, for its gradient, the per-sample adjoint: the core
+before the batch-last path), `jax.vmap` of the per-sample `aba` ("vmap rule": its batching rule runs the
+batch-last core) and the leading-batch call (`jit(lambda q, v, u: aba(m, q, v, u))` on (B, nq) arrays: the
+batch-last path). Rounds are interleaved (order reversed every other round) and the
 table gives the median of the per-round ratios to the anchor. `--devices 2` reruns the jaxsoa cases in a
 subprocess with two XLA host devices, the batch split by `shard_map`. XLA's CPU fusion emitters are
 turned off (`--xla_cpu_use_fusion_emitters=false`, docs/benchmarks.md) unless XLA_FLAGS already sets
@@ -143,14 +145,15 @@ def _gradient_cases(model, q, v, u):
     import jax.numpy as jnp
 
     import jaxsoa
-    from jaxsoa.algorithms import batch_last_rnea
+    from jaxsoa.algorithms import batch_last_rnea, dynamics
 
     w = jnp.cos(jnp.arange(model.nv, dtype=q.dtype))
 
     def per_sample(fn):
         return lambda m, q, v, u: jax.vmap(lambda q, v, u: fn(m, q, v, u))(q, v, u)
 
-    losses = {"aba+grad vmap": per_sample(jaxsoa.aba), "aba+grad batch-last": jaxsoa.aba,
+    losses = {"aba+grad vmap": per_sample(dynamics._aba_adjoint_per_sample), "aba+grad batch-last": jaxsoa.aba,
+              "aba+grad vmap rule": per_sample(jaxsoa.aba),
               "rnea+grad vmap": per_sample(jaxsoa.rnea), "rnea+grad batch-last": jaxsoa.rnea,
               "rnea+grad batch-last autodiff": batch_last_rnea.rnea_autodiff}
     cases = {}
@@ -194,6 +197,7 @@ def _jax_cases(robot, batch, dtype_name, devices, gradients=False, chunks=()):
     import jax.numpy as jnp
 
     import jaxsoa
+    from jaxsoa.algorithms.dynamics import aba_autodiff
 
     dtype = jnp.dtype(dtype_name)
     model = jaxsoa_model(robot, dtype)
@@ -206,15 +210,18 @@ def _jax_cases(robot, batch, dtype_name, devices, gradients=False, chunks=()):
 
         def leading(m, q, v, u, fn=fn, algo=algo):
             return fn(m, q) if algo == "crba" else fn(m, q, v, u)
-        per_sample = jax.vmap(leading, in_axes=(None, 0, 0, 0))     # per sample: the entry point sees (nq,)
-        if devices > 1:
-            mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), ("batch",))
-            spec = jax.sharding.PartitionSpec("batch")
-            leading = jax.shard_map(leading, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), spec, spec, spec),
-                                    out_specs=spec, check_vma=False)
-            per_sample = jax.shard_map(per_sample, mesh=mesh, in_specs=(jax.sharding.PartitionSpec(), spec, spec,
-                                                                        spec), out_specs=spec, check_vma=False)
-        for name, f in ((f"jaxsoa {algo} vmap", per_sample), (f"jaxsoa {algo} batch-last", leading)):
+
+        def recursion(m, q, v, u, fn=aba_autodiff if algo == "aba" else fn):   # `aba`'s vmap rule runs the core
+            return leading(m, q, v, u, fn)
+        variants = {"vmap": jax.vmap(recursion, in_axes=(None, 0, 0, 0)), "batch-last": leading}
+        if algo == "aba":
+            variants["vmap rule"] = jax.vmap(leading, in_axes=(None, 0, 0, 0))
+        mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), ("batch",))
+        spec, shared = jax.sharding.PartitionSpec("batch"), jax.sharding.PartitionSpec()
+        for kind, f in variants.items():
+            if devices > 1:
+                f = jax.shard_map(f, mesh=mesh, in_specs=(shared, spec, spec, spec), out_specs=spec, check_vma=False)
+            name = f"jaxsoa {algo} {kind}"
             compiled = jax.jit(f).lower(model, q, v, u).compile()
             out = compiled(model, q, v, u)
             first = np.asarray(out, np.float64)[0]           # host copy first: no eager op on a sharded array

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.multibody.model import Model, model_batch
+from jaxsoa.multibody.tied import tied_to_states
 
 
 def _free_joint_dofs(model: Model) -> int:
@@ -227,37 +228,6 @@ def _chunked(fn, batched: dict, size: int):
 
     out = jax.lax.map(jax.checkpoint(lambda xs: fn(**xs)), jax.tree.map(split, batched))   # remat per chunk
     return jax.tree.map(lambda y: y.reshape((count * chunk, *y.shape[2:]))[:size], out)
-
-
-def tied_to_states(shared, states):
-    """(shared, states) with every array leaf of both (the model's topology included) passed through one
-    `lax.optimization_barrier`: each output depends on every input, so no value of the call depends on
-    the model alone. Reason (docs/performance.md, "Loop-invariant hoisting"): linearising a loop, JAX
-    evaluates the part of its body that depends only on loop constants (here the model) outside the
-    loop; on the batch-last core that split every staged pass into a model-only half and a state half
-    with batch-sized residuals between them, which made a rollout's gradient program 2.3× larger and its
-    run 1.2–1.3× slower."""
-    leaves, tree = jax.tree.flatten((shared, states))
-    arrays = [i for i, x in enumerate(leaves) if isinstance(x, (jax.Array, np.ndarray))]
-    for i, x in zip(arrays, _tied(*(leaves[i] for i in arrays)), strict=True):
-        leaves[i] = x
-    return jax.tree.unflatten(tree, leaves)
-
-
-@jax.custom_jvp
-def _tied(*arrays):
-    """The arrays through one `lax.optimization_barrier` (a tuple)."""
-    return tuple(jax.lax.optimization_barrier(arrays))
-
-
-def _tied_jvp(primals, tangents):
-    """The barrier on the primals only; the tangents pass unchanged, symbolic zeros kept (the barrier's
-    own JVP instantiates them, which perturbs the undifferentiated model and makes reverse mode save
-    and transpose its linearisation)."""
-    return _tied(*primals), tuple(tangents)
-
-
-_tied.defjvp(_tied_jvp, symbolic_zeros=True)
 
 
 def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, lead: tuple, model_name=None):
