@@ -152,7 +152,10 @@ def _gradient_cases(model, q, v, u):
     def per_sample(fn):
         return lambda m, q, v, u: jax.vmap(lambda q, v, u: fn(m, q, v, u))(q, v, u)
 
-    losses = {"aba+grad vmap": per_sample(dynamics._aba_adjoint_per_sample), "aba+grad batch-last": jaxsoa.aba,
+    def per_sample_adjoint(m, q, v, u):                # the adjoint on the per-sample recursion (no vmap rule)
+        return dynamics._aba_adjoint_per_sample(m, q, v, u, None)
+
+    losses = {"aba+grad vmap": per_sample(per_sample_adjoint), "aba+grad batch-last": jaxsoa.aba,
               "aba+grad vmap rule": per_sample(jaxsoa.aba),
               "rnea+grad vmap": per_sample(jaxsoa.rnea), "rnea+grad batch-last": jaxsoa.rnea,
               "rnea+grad batch-last autodiff": batch_last_rnea.rnea_autodiff}

@@ -15,7 +15,8 @@ ratios to the shared-tree call:
   (`jaxsoa.multibody.batch_last.DENSE_MAX_LINKS` set before tracing);
 * `stacked, one tree`: the same stacked call where every sample has the shared tree (the cost of
   per-sample data and positions without different topologies);
-* `per-sample core`: `jit(vmap(aba))` over the stacked model (the engine before the batch-last path).
+* `per-sample core`: `jit(vmap(aba_autodiff))` (ABA's recursion; `vmap(aba)` runs the core by its batching rule)
+  or `jit(vmap(rnea))` over the stacked model (the engine before the batch-last path).
 
 The crossover (the n from which gathers beat masked sums) is printed and is what DENSE_MAX_LINKS encodes.
 XLA's CPU fusion emitters are off, as in bench_batch_last.
@@ -87,6 +88,7 @@ def _cases(n, opts, rng):
     import jaxsoa
     from experiments.benchmarks import bench_common as bc
     from experiments.benchmarks.bench_topology import random_model
+    from jaxsoa.algorithms.dynamics import aba_autodiff
     from jaxsoa.multibody import batch_last as bl
 
     dtype = jnp.dtype(opts.dtype)
@@ -106,7 +108,8 @@ def _cases(n, opts, rng):
             calls[(algo, case)] = lambda c=compiled, m=m: jax.block_until_ready(c(m, q, v, u))
             outputs[case] = compiled(m, q, v, u)
         bl.DENSE_MAX_LINKS = default
-        per_sample = jax.jit(jax.vmap(lambda m, q, v, u, fn=fn: fn(m, q, v, u))).lower(stacked, q, v, u).compile()
+        recursion = aba_autodiff if algo == "aba" else fn             # `vmap(aba)` would run the core by its rule
+        per_sample = jax.jit(jax.vmap(lambda m, q, v, u, f=recursion: f(m, q, v, u))).lower(stacked, q, v, u).compile()
         calls[(algo, "per-sample core")] = lambda c=per_sample: jax.block_until_ready(c(stacked, q, v, u))
         reference = np.asarray(per_sample(stacked, q, v, u), np.float64)
         scale = max(1.0, float(np.abs(reference).max()))
