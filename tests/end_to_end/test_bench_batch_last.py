@@ -23,7 +23,7 @@ def test_quick_run_writes_every_case(tmp_path, capsys):
     cases = {r["case"] for r in records}
     assert cases == {f"{impl} {algo} {path}" for impl, path in (("jaxsoa", "vmap"), ("jaxsoa", "batch-last"))
                      for algo in ("rnea", "aba", "crba")} | {"pinocchio rnea 2t", "pinocchio aba 2t",
-                                                             "pinocchio crba loop"}
+                                                             "pinocchio crba loop", "jaxsoa aba vmap rule"}
     for r in records:
         assert r["per_sample_us"] > 0 and r["ratio_to_pinocchio"] > 0
         if r["case"].startswith("jaxsoa"):
