@@ -154,3 +154,17 @@ def test_a_small_vmap_keeps_the_recursion():
     assert not _on_core(mapped, q, v, tau, f_ext)
     ref = jax.vmap(lambda *x: recursion(model, *x))(q, v, tau, f_ext)
     assert relative_error(jax.jit(mapped)(q, v, tau, f_ext), ref) < 1e-12
+
+
+def test_bad_inputs_under_vmap_are_named():
+    """The per-sample checks run before the batching rule: a short q, a short τ and an integer v are
+    rejected by the argument's name, also for a batch that would take the core."""
+    model = _models()["fixed base"]
+    q, v, tau, _ = _states(model, np.random.default_rng(11))
+    mapped = jax.vmap(lambda *x: jaxsoa.aba(model, *x))
+    with pytest.raises(ValueError, match="'q'"):
+        mapped(q[:, :-1], v, tau)
+    with pytest.raises(ValueError, match="'tau'"):
+        mapped(q, v, tau[:, :-1])
+    with pytest.raises(TypeError, match="'v'"):
+        mapped(q, v.astype(jnp.int32), tau)
