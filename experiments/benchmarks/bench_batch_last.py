@@ -5,10 +5,10 @@
 Cases, per algorithm (RNEA, ABA, CRBA) and batch: Pinocchio's `rneaInParallel` / `abaInParallel` with 2
 threads (the anchor; for CRBA, which Pinocchio does not batch, its C++ `crba` called per sample from a Python
 loop, one thread), jaxsoa's per-sample recursions under `jax.vmap` ("vmap": `jit(vmap(lambda q, v, u:
-rnea(m, q, v, u)))`; for ABA `aba_autodiff`'s recursion and, for its gradient, the per-sample adjoint: the core
-before the batch-last path), `jax.vmap` of the per-sample `aba` ("vmap rule": its batching rule runs the
-batch-last core) and the leading-batch call (`jit(lambda q, v, u: aba(m, q, v, u))` on (B, nq) arrays: the
-batch-last path). Rounds are interleaved (order reversed every other round) and the
+rnea(m, q, v, u)))` with the batching rule of `jaxsoa.multibody.vmap_rule` switched off; for ABA's gradient
+the per-sample adjoint: the core before the batch-last path), the same `jax.vmap` with the rule on ("vmap
+rule": it runs the batch-last core) and the leading-batch call (`jit(lambda q, v, u: aba(m, q, v, u))` on
+(B, nq) arrays: the batch-last path). Rounds are interleaved (order reversed every other round) and the
 table gives the median of the per-round ratios to the anchor. `--devices 2` reruns the jaxsoa cases in a
 subprocess with two XLA host devices, the batch split by `shard_map`. XLA's CPU fusion emitters are
 turned off (`--xla_cpu_use_fusion_emitters=false`, docs/benchmarks.md) unless XLA_FLAGS already sets
@@ -200,8 +200,9 @@ def _jax_cases(robot, batch, dtype_name, devices, gradients=False, chunks=()):
     import jax.numpy as jnp
 
     import jaxsoa
-    from jaxsoa.algorithms.dynamics import aba_autodiff
+    from jaxsoa.multibody import vmap_rule
 
+    rule_minimum = vmap_rule.VMAP_MIN_BATCH
     dtype = jnp.dtype(dtype_name)
     model = jaxsoa_model(robot, dtype)
     inputs = robot_inputs(robot, model.nq, model.nv, batch)                 # Pinocchio's layout = jaxsoa's
@@ -213,19 +214,17 @@ def _jax_cases(robot, batch, dtype_name, devices, gradients=False, chunks=()):
 
         def leading(m, q, v, u, fn=fn, algo=algo):
             return fn(m, q) if algo == "crba" else fn(m, q, v, u)
-
-        def recursion(m, q, v, u, fn=aba_autodiff if algo == "aba" else fn):   # `aba`'s vmap rule runs the core
-            return leading(m, q, v, u, fn)
-        variants = {"vmap": jax.vmap(recursion, in_axes=(None, 0, 0, 0)), "batch-last": leading}
-        if algo == "aba":
-            variants["vmap rule"] = jax.vmap(leading, in_axes=(None, 0, 0, 0))
+        variants = {"vmap": jax.vmap(leading, in_axes=(None, 0, 0, 0)), "batch-last": leading,
+                    "vmap rule": jax.vmap(lambda *x, f=leading: f(*x), in_axes=(None, 0, 0, 0))}
         mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), ("batch",))
         spec, shared = jax.sharding.PartitionSpec("batch"), jax.sharding.PartitionSpec()
         for kind, f in variants.items():
             if devices > 1:
                 f = jax.shard_map(f, mesh=mesh, in_specs=(shared, spec, spec, spec), out_specs=spec, check_vma=False)
             name = f"jaxsoa {algo} {kind}"
+            vmap_rule.VMAP_MIN_BATCH = 2**62 if kind == "vmap" else rule_minimum   # read at trace time
             compiled = jax.jit(f).lower(model, q, v, u).compile()
+            vmap_rule.VMAP_MIN_BATCH = rule_minimum
             out = compiled(model, q, v, u)
             first = np.asarray(out, np.float64)[0]           # host copy first: no eager op on a sharded array
             errors[name] = float(np.abs(first - ref[algo]).max() / np.abs(ref[algo]).max())

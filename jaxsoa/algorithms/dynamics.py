@@ -7,9 +7,7 @@ each link (Pinocchio's `fext` convention) or None. Gravity enters as the world's
 acceleration α_world = [0; −g]. Every pass goes through `jaxsoa.multibody.traversal`.
 """
 
-import jax
 import jax.numpy as jnp
-from jax.custom_batching import custom_vmap
 
 from jaxsoa.algorithms import batch_last, batch_last_crba, batch_last_rnea
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
@@ -26,6 +24,7 @@ from jaxsoa.algorithms.kinematics import (
 from jaxsoa.multibody.arguments import BatchedPath, entry_point
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import inward, outward, path_matrix
+from jaxsoa.multibody.vmap_rule import vmap_to_batch
 from jaxsoa.spatial.algebra import (
     act_force,
     cross_force,
@@ -121,51 +120,11 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
     return from_slots(model, qdd_slots)
 
 
-@jax.custom_jvp
-def _aba_solve(model: Model, q, v, tau, f_ext=None):
-    """`_aba_recursion` (nv,), whose batching rule (`jax.vmap`) runs the batch on the batch-last core
-    (`_aba_mapped`). The primal of `aba`'s adjoint; differentiated only inside higher derivatives (the
-    adjoint's rule differentiated again), by the JVP of the recursion, so JAX never differentiates the
-    batching rule."""
-    return _aba_mapped(model, q, v, tau, f_ext)
-
-
-@_aba_solve.defjvp
-def _aba_solve_jvp(primals, tangents):
-    return jax.jvp(_aba_recursion, primals, tangents)
-
-
-VMAP_MIN_BATCH = 16
-"""`jax.vmap` axes of at least this many samples run `aba` on the batch-last core; smaller ones (and the
-small inner `vmap`s of constraint columns or Jacobian bases) keep the per-sample recursion, which is faster
-there and compiles in half the time (docs/performance.md, "`vmap` of `aba`": space-arm sweep, 8 samples
-9.0 ms per-sample against 14 ms on the core, 32 samples 69 against 17 ms). Read at trace time."""
-
-
-@custom_vmap
-def _aba_mapped(model: Model, q, v, tau, f_ext):
-    return _aba_recursion(model, q, v, tau, f_ext)
-
-
-@_aba_mapped.def_vmap
-def _aba_mapped_vmap(axis_size, in_batched, model, q, v, tau, f_ext):
-    """`jax.vmap` of `_aba_solve` over at least `VMAP_MIN_BATCH` samples: the leading-batch `aba` entry
-    point (the batch-last core, in chunks) on the states with the batch axis in front (unbatched ones
-    broadcast) and the model shared, or stacked when any of its fields is batched (a per-sample model:
-    every field broadcast to (B, ...)). Only reached for models the core takes (`aba`)."""
-    if not any(jax.tree.leaves(in_batched)):
-        return _aba_recursion(model, q, v, tau, f_ext), False
-    if axis_size < VMAP_MIN_BATCH:
-        in_axes = jax.tree.map(lambda b: 0 if b else None, in_batched)
-        return jax.vmap(_aba_recursion, in_axes=tuple(in_axes))(model, q, v, tau, f_ext), True
-
-    def batch(x, is_batched):
-        return x if is_batched else jnp.broadcast_to(x, (axis_size, *jnp.shape(x)))
-
-    stacked = any(jax.tree.leaves(in_batched[0]))
-    model = jax.tree.map(batch, model, in_batched[0]) if stacked else model
-    q, v, tau, f_ext = jax.tree.map(batch, (q, v, tau, f_ext), tuple(in_batched[1:]))
-    return aba(model, q, v, tau, f_ext), True
+_aba_solve = vmap_to_batch(lambda *args: _aba_recursion(*args), lambda *args: aba(*args), [True] * 5)
+"""`_aba_recursion` (model, q, v, tau, f_ext) -> (nv,): the primal solve of `aba`'s adjoint, whose `jax.vmap`
+runs the batch on the batch-last core (the leading-batch `aba`; model shared, or stacked when the `vmap`
+batches any of its fields) and whose own JVP (used only inside higher derivatives: the adjoint's rule
+differentiated again) is the recursion's. So a `vmap` of `aba`'s gradient runs its two solves on the core."""
 
 
 _aba_adjoint = adjoint_forward_dynamics(_aba_solve, rnea)
@@ -179,9 +138,10 @@ def aba(model: Model, q, v, tau, f_ext=None):
     (innovations form of docs/derivations.md), (nv,). Differentiated by its adjoint
     (`jaxsoa.algorithms.adjoint`): reverse mode costs one more ABA-type solve and one RNEA VJP,
     forward mode one RNEA JVP and one solve. `aba_autodiff` is the same recursion under plain autodiff.
-    Under `jax.vmap` the solves run on the batch-last core (`_aba_mapped_vmap`) where it takes the model
-    (`batch_last.supports`, decided here, while a closed-over topology is still concrete), as a
-    leading-batch call does; the RNEA of the adjoint's residual stays per sample."""
+    Under `jax.vmap` the call runs on the batch-last core (`jaxsoa.multibody.vmap_rule`) where it takes the
+    model (`batch_last.supports`, decided here, while a closed-over topology is still concrete), as a
+    leading-batch call does; under a `vmap` of its derivatives the adjoint's two solves do (`_aba_solve`)
+    and the RNEA of its residual stays per sample."""
     if batch_last.supports(model):
         return _aba_adjoint(model, q, v, tau, f_ext)
     return _aba_adjoint_per_sample(model, q, v, tau, f_ext)

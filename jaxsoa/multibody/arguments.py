@@ -17,7 +17,9 @@ Leading axes are a batch: `aba(model, q[B, nq], v[B, nv], tau[B, nv])` runs the 
 function under `jax.vmap` (every batched argument must have the same leading shape; arguments
 without leading axes are shared by the batch), or, where the entry point has a `BatchedPath` that
 supports the model, that batched function on the leading axes flattened to one (the batch-last core,
-`jaxsoa.algorithms.batch_last`).
+`jaxsoa.algorithms.batch_last`). A per-sample call of such an entry point is `vmap`-aware: `jax.vmap` of it
+over at least `VMAP_MIN_BATCH` samples calls the entry point once with the batch leading
+(`jaxsoa.multibody.vmap_rule`), unless an argument is a function (a controller).
 
 A stacked model (`jaxsoa.multibody.model.stack_models`, leading batch (B,) on every field) is a batch
 of per-sample models: the batched states must have that leading shape (or none, and are shared), and
@@ -36,6 +38,7 @@ import numpy as np
 
 from jaxsoa.multibody.model import Model, model_batch
 from jaxsoa.multibody.tied import tied_to_states
+from jaxsoa.multibody.vmap_rule import vmappable_call
 
 
 def _free_joint_dofs(model: Model) -> int:
@@ -298,9 +301,13 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
             stacked = model_batch(model)
             if stacked:
                 return _run_stacked(fn, batched, model_name, bound.arguments, specs, batches, stacked)
+            arguments = dict(bound.arguments)
+            if not batched_names and batched is not None and batched.supports(model):
+                batchable = {name for name, kind in specs.items() if kind in SHAPES}
+                batchable |= {model_name} if batched.stacked else set()
+                return vmappable_call(checked, fn, arguments, batchable)
             if not batched_names:
                 return fn(*bound.args, **bound.kwargs)
-            arguments = dict(bound.arguments)
             lead = batches[batched_names[0]]
             if batched is not None and np.prod(lead) > 0 and batched.supports(model):
                 return _run_batched(batched, model, arguments, specs, lead)

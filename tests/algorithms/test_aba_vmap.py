@@ -1,4 +1,4 @@
-"""`jax.vmap` of the per-sample `aba` runs on the batch-last core (`dynamics._aba_mapped_vmap`, a
+"""`jax.vmap` of the per-sample `aba` runs on the batch-last core (`jaxsoa.multibody.vmap_rule`, a
 `custom_vmap` rule on the primal solve of the adjoint; its derivatives come from the implicit rule).
 
 Checked against the per-sample recursion under `jax.vmap` (`dynamics._aba_recursion`, plain autodiff for
@@ -19,11 +19,12 @@ import pytest
 
 import jaxsoa
 from jaxsoa.algorithms import dynamics
+from jaxsoa.multibody import vmap_rule
 from jaxsoa.multibody.joints import JointType
 from tests.algorithms.test_batch_last import _free_joint_below_the_root, _tree_case
 from tests.helpers.trees import build_jaxsoa, random_group, random_tree, relative_error, stack_models
 
-B = dynamics.VMAP_MIN_BATCH                     # the smallest vmap that runs on the core
+B = vmap_rule.VMAP_MIN_BATCH                     # the smallest vmap that runs on the core
 
 
 def _states(model, rng, batch=B):
