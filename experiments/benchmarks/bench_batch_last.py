@@ -13,8 +13,9 @@ table gives the median of the per-round ratios to the anchor. `--devices 2` reru
 subprocess with two XLA host devices, the batch split by `shard_map`. XLA's CPU fusion emitters are
 turned off (`--xla_cpu_use_fusion_emitters=false`, docs/benchmarks.md) unless XLA_FLAGS already sets
 them. `--gradients` adds value+grad of an ABA loss (its adjoint) and of an RNEA loss (the hand-written
-reverse mode, and plain autodiff of the same passes) w.r.t. the three states on both paths, with the
-ratio to the value in the same rounds.
+reverse mode, and plain autodiff of the same passes) w.r.t. the three states on the three paths (under
+`vmap` the rule's reverse mode is the leading-batch call's VJP), with the ratio to the value in the same
+rounds.
 `--chunks 0,512,…` adds the leading-batch RNEA and ABA compiled with `jaxsoa.multibody.arguments.BATCH_CHUNK`
 set to each value (0: the whole batch in one call), for the chunk-size choice.
 `--chain-links` times the leading-batch RNEA and ABA on revolute chains of those lengths (per-sample
@@ -146,6 +147,7 @@ def _gradient_cases(model, q, v, u):
 
     import jaxsoa
     from jaxsoa.algorithms import batch_last_rnea, dynamics
+    from jaxsoa.multibody import vmap_rule
 
     w = jnp.cos(jnp.arange(model.nv, dtype=q.dtype))
 
@@ -158,12 +160,15 @@ def _gradient_cases(model, q, v, u):
     losses = {"aba+grad vmap": per_sample(per_sample_adjoint), "aba+grad batch-last": jaxsoa.aba,
               "aba+grad vmap rule": per_sample(jaxsoa.aba),
               "rnea+grad vmap": per_sample(jaxsoa.rnea), "rnea+grad batch-last": jaxsoa.rnea,
+              "rnea+grad vmap rule": per_sample(jaxsoa.rnea),
               "rnea+grad batch-last autodiff": batch_last_rnea.rnea_autodiff}
-    cases = {}
+    cases, rule_minimum = {}, vmap_rule.VMAP_MIN_BATCH
     for name, fn in losses.items():
         def loss(m, q, v, u, fn=fn):
             return jnp.sum(w * jnp.sin(fn(m, q, v, u)))
+        vmap_rule.VMAP_MIN_BATCH = 2**62 if name.endswith(" vmap") else rule_minimum   # read at trace time
         compiled = jax.jit(jax.value_and_grad(loss, argnums=(1, 2, 3))).lower(model, q, v, u).compile()
+        vmap_rule.VMAP_MIN_BATCH = rule_minimum
         cases[f"jaxsoa {name}"] = (lambda c=compiled: jax.block_until_ready(c(model, q, v, u)))
     return cases
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from jaxsoa.multibody.linear_map import linear_map
 from jaxsoa.multibody.model import Model
 
 
@@ -129,14 +130,11 @@ def custom_reverse(fn: Callable, fwd: Callable, bwd: Callable) -> Callable:
     differentiated; fwd(context, *arrays) -> (out, res); bwd(context, res, out_bar) -> one
     cotangent per array, each of its array's shape.
 
-    The tangent L ṗ (L = ∂fn/∂arrays) is the second block of the solution of the unit-triangular
-    system N⁻¹ (u, w) = (ṗ, 0), N (u, w) = (u, w + L u): a `lax.custom_linear_solve` whose solve
-    applies N (JAX's JVP of fn) and whose transpose_solve applies Nᵀ (ū, w̄) = (ū + Lᵀ w̄, w̄)
-    (`bwd`). JAX transposes a linear solve by its transpose_solve, so reverse mode never transposes
-    fn's JVP; N⁻¹ is a true matvec, so higher derivatives stay exact (by plain autodiff). The JVP inside
-    the solve is checkpointed: otherwise linearising the rule hoists the known half of fn's JVP (the
-    linearisation of its scans) into the forward pass and saves it, though reverse mode only runs
-    `bwd` on `fwd`'s residuals (docs/performance.md, "Gradients on this path")."""
+    The tangent L ṗ (L = ∂fn/∂arrays) is `jaxsoa.multibody.linear_map.linear_map` of JAX's JVP of fn
+    and of `bwd`, so reverse mode never transposes fn's JVP. The JVP is checkpointed: otherwise
+    linearising the rule hoists the known half of fn's JVP (the linearisation of its scans) into the
+    forward pass and saves it, though reverse mode only runs `bwd` on `fwd`'s residuals
+    (docs/performance.md, "Gradients on this path")."""
 
     @jax.custom_jvp
     def f(context, *arrays):
@@ -150,28 +148,19 @@ def custom_reverse(fn: Callable, fwd: Callable, bwd: Callable) -> Callable:
             return out, jax.tree.map(jnp.zeros_like, out)
 
         @jax.checkpoint                                 # saves the arrays only, not fn's linearisation
-        def linear_map(live_arrays, u):                 # L u, the live arrays' tangents u
+        def tangent_map(live_arrays, u):                # L u, the live arrays' tangents u
             def fn_of(*live_arrays):
                 return fn(context, *_replaced(arrays, live, live_arrays))
             return jax.jvp(fn_of, live_arrays, tuple(u))[1]
 
         live_arrays = tuple(arrays[i] for i in live)
-        tangent = functools.partial(linear_map, live_arrays)
 
-        def matvec(z):                                  # N⁻¹ (u, w) = (u, w − L u)
-            return z[0], jax.tree.map(jnp.subtract, z[1], tangent(z[0]))
-
-        def solve(_, b):                                # N (u, w) = (u, w + L u)
-            return b[0], jax.tree.map(jnp.add, b[1], tangent(b[0]))
-
-        def transpose_solve(_, c):                      # Nᵀ (ū, w̄) = (ū + Lᵀ w̄, w̄)
-            cotangents = bwd(context, res, c[1])
-            return tuple(c[0][k] + cotangents[i] for k, i in enumerate(live)), c[1]
+        def transpose(c):                               # Lᵀ c, the live arrays' cotangents
+            cotangents = bwd(context, res, c)
+            return tuple(cotangents[i] for i in live)
 
         u = tuple(tangents[1 + i] for i in live)
-        zero = jnp.sum(u[0]) * 0                        # b must be linear in the tangents: w = 0 · Σ u₀
-        b = (u, jax.tree.map(lambda o: jnp.broadcast_to(zero.astype(o.dtype), o.shape), out))
-        return out, jax.lax.custom_linear_solve(matvec, b, solve, transpose_solve)[1]
+        return out, linear_map(functools.partial(tangent_map, live_arrays), transpose, u, out)
 
     f.defjvp(f_jvp, symbolic_zeros=True)
     return f

@@ -24,7 +24,7 @@ from jaxsoa.algorithms.kinematics import (
 from jaxsoa.multibody.arguments import BatchedPath, entry_point
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import inward, outward, path_matrix
-from jaxsoa.multibody.vmap_rule import vmap_to_batch
+from jaxsoa.multibody.vmap_rule import values_to_batch
 from jaxsoa.spatial.algebra import (
     act_force,
     cross_force,
@@ -120,7 +120,7 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
     return from_slots(model, qdd_slots)
 
 
-_aba_solve = vmap_to_batch(lambda *args: _aba_recursion(*args), lambda *args: aba(*args), [True] * 5)
+_aba_solve = values_to_batch(lambda *args: _aba_recursion(*args), lambda *args: aba(*args), ("model", *["state"] * 4))
 """`_aba_recursion` (model, q, v, tau, f_ext) -> (nv,): the primal solve of `aba`'s adjoint, whose `jax.vmap`
 runs the batch on the batch-last core (the leading-batch `aba`; model shared, or stacked when the `vmap`
 batches any of its fields) and whose own JVP (used only inside higher derivatives: the adjoint's rule

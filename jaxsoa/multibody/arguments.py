@@ -303,9 +303,9 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
                 return _run_stacked(fn, batched, model_name, bound.arguments, specs, batches, stacked)
             arguments = dict(bound.arguments)
             if not batched_names and batched is not None and batched.supports(model):
-                batchable = {name for name, kind in specs.items() if kind in SHAPES}
-                batchable |= {model_name} if batched.stacked else set()
-                return vmappable_call(checked, fn, arguments, batchable)
+                kinds = {name: "state" for name, kind in specs.items() if kind in SHAPES}
+                kinds |= {model_name: "model"} if batched.stacked else {}
+                return vmappable_call(checked, fn, arguments, kinds)
             if not batched_names:
                 return fn(*bound.args, **bound.kwargs)
             lead = batches[batched_names[0]]

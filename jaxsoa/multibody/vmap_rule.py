@@ -1,11 +1,20 @@
-"""`jax.vmap` of a per-sample call reaching a whole-batch implementation (docs/performance.md, "`vmap` of
-the entry points"): a `jax.custom_batching.custom_vmap` rule, shielded from differentiation by a
-`jax.custom_jvp` whose rule is the per-sample function's own JVP."""
+"""`jax.vmap` of a per-sample call reaching a whole-batch implementation, values and reverse mode
+(docs/performance.md, "`vmap` of the entry points"): `jax.custom_batching.custom_vmap` rules, which JAX
+cannot linearise, so they sit where JAX only evaluates them: the value inside a `jax.custom_jvp`, and the
+VJP as the transpose of a `linear_map`.
+
+Argument kinds: "state" (batched by the whole-batch function; broadcast to the batch there when
+unbatched), "model" (batched there only as a stack, when the `vmap` batches any of its leaves), "fixed"
+(a `vmap` over it maps the per-sample function)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import core, custom_batching
+from jax._src.interpreters import ad
 from jax.custom_batching import custom_vmap
+
+from jaxsoa.multibody.linear_map import linear_map
 
 VMAP_MIN_BATCH = 16
 """`jax.vmap` axes of at least this many samples run the whole-batch implementation (the batch-last core);
@@ -15,15 +24,27 @@ space-arm sweep, 8 samples 9.0 ms per sample against 14 ms on the core, 32 sampl
 Read at trace time."""
 
 
-def vmap_to_batch(per_sample, whole_batch, batchable):
-    """f(*args) = per_sample(*args) (args: pytrees of arrays), whose `jax.vmap` over at least
-    `VMAP_MIN_BATCH` samples calls whole_batch(*args) once, with every batched argument's batch axis in
-    front (size B) and the unbatched ones as given; an argument with some leaves batched (a model with one
-    per-sample field) has all its leaves broadcast to (B, ...). `batchable[i]`: whether whole_batch takes
-    argument i batched; a `vmap` over any other argument, or a smaller one, runs per_sample under `vmap`.
+def _transpose_call(cotangents, *args, call, **_):
+    """Transpose of a `custom_vmap` function linear in some arguments (`jax.linear_transpose`, a
+    non-symmetric `lax.custom_linear_solve`'s matvec): its per-sample function's, `call` (JAX 0.10 has none)."""
+    linear = [ad.is_undefined_primal(x) for x in args]
 
-    JAX cannot linearise a `custom_vmap` function, so f is a `custom_jvp` whose rule is per_sample's JVP:
-    derivatives (and `vmap`s of them) run the per-sample function; values under `vmap` the whole batch."""
+    def of_linear(*values):
+        it = iter(values)
+        return core.jaxpr_as_fun(call)(*(next(it) if lin else x for x, lin in zip(args, linear, strict=True)))
+
+    avals = [jax.ShapeDtypeStruct(x.aval.shape, x.aval.dtype) for x, lin in zip(args, linear, strict=True) if lin]
+    transposed = iter(jax.linear_transpose(of_linear, *avals)([ad.instantiate_zeros(c) for c in cotangents]))
+    return [next(transposed) if lin else None for lin in linear]
+
+
+ad.primitive_transposes.setdefault(custom_batching.custom_vmap_p, _transpose_call)
+
+
+def _batched(per_sample, whole_batch, kinds):
+    """per_sample(*args) whose `jax.vmap` over ≥ `VMAP_MIN_BATCH` samples, batching no "fixed" argument, is
+    one whole_batch(*args) call: "state" arguments and batched "model" ones broadcast to (B, ...) (batch
+    axis in front), the rest as given. Not differentiable (a `custom_vmap` function)."""
     @custom_vmap
     def mapped(*args):
         return per_sample(*args)
@@ -34,17 +55,24 @@ def vmap_to_batch(per_sample, whole_batch, batchable):
         if not any(batched):
             out = per_sample(*args)
             return out, jax.tree.map(lambda _: False, out)
-        if axis_size < VMAP_MIN_BATCH or any(b and not ok for b, ok in zip(batched, batchable, strict=True)):
-            in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-            out = jax.vmap(per_sample, in_axes=in_axes)(*args)
+        if axis_size < VMAP_MIN_BATCH or any(b and k == "fixed" for b, k in zip(batched, kinds, strict=True)):
+            out = jax.vmap(per_sample, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)))(*args)
         else:
             def broadcast(x, is_batched):
                 return x if is_batched else jnp.broadcast_to(x, (axis_size, *jnp.shape(x)))
 
-            whole = [jax.tree.map(broadcast, a, b) if any_b else a
-                     for a, b, any_b in zip(args, in_batched, batched, strict=True)]
-            out = whole_batch(*whole)
+            out = whole_batch(*(jax.tree.map(broadcast, a, b) if k == "state" or any_b else a
+                                for a, b, any_b, k in zip(args, in_batched, batched, kinds, strict=True)))
         return out, jax.tree.map(lambda _: True, out)
+
+    return mapped
+
+
+def values_to_batch(per_sample, whole_batch, kinds):
+    """f(*args) = per_sample(*args) (`kinds` one per argument: module docstring), whose `jax.vmap` over at least
+    `VMAP_MIN_BATCH` samples runs whole_batch once on the batch (batch axis in front); differentiated by
+    per_sample's JVP (derivatives, and `vmap`s of them, run per sample)."""
+    mapped = _batched(per_sample, whole_batch, kinds)
 
     @jax.custom_jvp
     def f(*args):
@@ -57,15 +85,77 @@ def vmap_to_batch(per_sample, whole_batch, batchable):
     return f
 
 
+def _live_leaves(primals, tangents):
+    """[(argument, leaf index)] of the float leaves whose tangent is not a symbolic zero."""
+    live = []
+    for i, (x, t) in enumerate(zip(primals, tangents, strict=True)):
+        t_leaves = jax.tree.leaves(t, is_leaf=lambda z: isinstance(z, jax.custom_derivatives.SymbolicZero))
+        for k, (leaf, t_leaf) in enumerate(zip(jax.tree.leaves(x), t_leaves, strict=True)):
+            if not isinstance(t_leaf, jax.custom_derivatives.SymbolicZero) and jnp.issubdtype(leaf.dtype, jnp.inexact):
+                live.append((i, k, leaf, t_leaf))
+    return live
+
+
+def _replacing(fn, positions):
+    """(args, live values) -> fn(*args with the leaves at `positions` [(argument, leaf)] replaced)."""
+    def call(args, values):
+        leaves = [list(jax.tree.leaves(a)) for a in args]
+        for (i, k), value in zip(positions, values, strict=True):
+            leaves[i][k] = value
+        return fn(*(jax.tree.unflatten(jax.tree.structure(a), ls) for a, ls in zip(args, leaves, strict=True)))
+    return call
+
+
+def _vjp(fn, positions, n_args):
+    """(*args, c) -> the cotangents of the leaves at `positions` of fn(*args) for the output cotangent c."""
+    of = _replacing(fn, positions)
+
+    def vjp(*args_and_c):
+        args, c = args_and_c[:n_args], args_and_c[n_args]
+        values = [jax.tree.leaves(args[i])[k] for i, k in positions]
+        return jax.vjp(lambda *v: of(args, v), *values)[1](c)
+    return vjp
+
+
+def vmap_to_batch(per_sample, whole_batch, kinds):
+    """`values_to_batch` whose reverse mode under `vmap` also runs on the whole batch (the VJP of whole_batch,
+    recomputing its value) when only "state" arguments are differentiated; forward mode, and reverse mode
+    for other arguments, differentiate per_sample."""
+    value = values_to_batch(per_sample, whole_batch, kinds)
+
+    @jax.custom_jvp
+    def f(*args):
+        return value(*args)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        out = value(*primals)
+        live = _live_leaves(primals, tangents)
+        if not live:
+            return out, jax.tree.map(jnp.zeros_like, out)
+        positions = [(i, k) for i, k, _, _ in live]
+        values, u = tuple(x for *_, x, _ in live), tuple(t for *_, t in live)
+        of = _replacing(per_sample, positions)
+        if any(kinds[i] != "state" for i, _ in positions):
+            return out, jax.jvp(lambda *v: of(primals, v), values, u)[1]
+        tangent = jax.checkpoint(lambda v, u: jax.jvp(lambda *w: of(primals, w), v, u)[1])   # saves v only
+        n = len(primals)
+        transpose = values_to_batch(_vjp(per_sample, positions, n), _vjp(whole_batch, positions, n), (*kinds, "state"))
+        return out, linear_map(lambda u: tangent(values, tuple(u)), lambda c: transpose(*primals, c), u, out)
+
+    f.defjvp(f_jvp, symbolic_zeros=True)
+    return f
+
+
 def _is_array(x):
     return isinstance(x, (jax.Array, np.ndarray))
 
 
-def vmappable_call(entry, fn, arguments: dict, batchable: set):
-    """fn(**arguments) for one sample, whose `jax.vmap` calls entry(**arguments) with a leading batch on the
-    arguments named in `batchable` (`vmap_to_batch`; a `vmap` over another argument runs fn under it). The
-    arguments that are pytrees of arrays are the inputs, the others fixed; plain fn(**arguments) when one is a
-    function or mixes arrays with other values (a `custom_jvp` cannot close over traced values)."""
+def vmappable_call(entry, fn, arguments: dict, kinds: dict):
+    """fn(**arguments) for one sample, whose `jax.vmap` calls entry(**arguments) with a leading batch
+    (`vmap_to_batch`; `kinds`: each argument's kind, "fixed" where not given). The arguments that are pytrees
+    of arrays are the inputs, the others fixed; plain fn(**arguments) when one is a function or mixes arrays
+    with other values (a `custom_jvp` cannot close over traced values)."""
     leaves = {name: jax.tree.leaves(x) for name, x in arguments.items()}
     inputs = {name: x for name, x in arguments.items() if leaves[name] and all(map(_is_array, leaves[name]))}
     fixed = {name: x for name, x in arguments.items() if name not in inputs}
@@ -76,4 +166,4 @@ def vmappable_call(entry, fn, arguments: dict, batchable: set):
     def call(function):
         return lambda *xs: function(**fixed, **dict(zip(names, xs, strict=True)))
 
-    return vmap_to_batch(call(fn), call(entry), [name in batchable for name in names])(*inputs.values())
+    return vmap_to_batch(call(fn), call(entry), [kinds.get(name, "fixed") for name in names])(*inputs.values())

@@ -23,6 +23,7 @@ from jaxsoa.algorithms import dynamics, free_floating
 from jaxsoa.multibody import vmap_rule
 from jaxsoa.multibody.joints import JointType
 from tests.algorithms.test_aba_vmap import _models, _on_core, _states
+from tests.algorithms.test_batch_last import _tree_case
 from tests.helpers.trees import random_group, relative_error, stack_models
 
 B = vmap_rule.VMAP_MIN_BATCH
@@ -173,3 +174,73 @@ def test_checkify_and_bad_inputs_under_vmap():
         mapped(q, v, a[:, :-1])
     with pytest.raises(TypeError, match="'q'"):
         jax.vmap(lambda q: jaxsoa.crba(model, q))(q.astype(jnp.int32))
+
+
+def _conds(fn, *args):
+    return str(jax.make_jaxpr(fn)(*args)).count("cond[")
+
+
+STATE_LOSSES = {
+    "rnea": lambda m, q, v, a, f: jnp.sum(jnp.sin(jaxsoa.rnea(m, q, v, a, f))),
+    "aba": lambda m, q, v, a, f: jnp.sum(jnp.sin(jaxsoa.aba(m, q, v, a, f))),
+    "crba": lambda m, q, v, a, f: jnp.sum(jnp.sin(jaxsoa.crba(m, q))),
+    "frame_jacobian": lambda m, q, v, a, f: jnp.sum(jnp.sin(jaxsoa.frame_jacobian(m, q, 2, "world"))),
+    "rnea_free_floating": lambda m, q, v, a, f: jnp.sum(jnp.sin(
+        free_floating.rnea_free_floating(m, q, v, a[6:], f).tau_joints)),
+}
+
+
+@pytest.mark.parametrize("loss", list(STATE_LOSSES))
+def test_state_gradients_under_vmap_run_the_core(loss, per_sample):
+    """Reverse mode w.r.t. the states under `vmap` is the VJP of the leading-batch call (the core's backward
+    passes are in the program: more staged passes than the value's), with or without the model closed
+    over: vmap(grad) and grad(vmap) equal the per-sample program (1e-11: different reduction orders)."""
+    model = _models()["free-flyer"]
+    fn = STATE_LOSSES[loss]
+    states = _states(model, np.random.default_rng(7))
+    value = jax.vmap(lambda *x: fn(model, *x))
+    inner = jax.vmap(jax.grad(lambda *x: fn(model, *x), argnums=(0, 1, 2, 3)))
+    outer = jax.grad(lambda *x: jnp.sum(value(*x)), argnums=(0, 1, 2, 3))
+    for grad in (inner, outer):
+        assert _conds(grad, *states) > _conds(value, *states)
+        got, ref = jax.jit(grad)(*states), per_sample(grad, *states)
+        for g, r in zip(got, ref, strict=True):
+            assert relative_error(g, r) < 1e-11
+
+
+def test_model_gradients_under_vmap_stay_per_sample(per_sample):
+    """Differentiated w.r.t. a model field, the VJP runs per sample (it would need per-sample model
+    cotangents from the core): no staged passes beyond the value's, the per-sample program's values."""
+    model = _models()["fixed base"]
+    q, v, a, _ = _states(model, np.random.default_rng(8))
+
+    def loss(mass, q, v, a):
+        return jnp.sum(jnp.sin(jaxsoa.rnea(dataclasses.replace(model, mass=mass), q, v, a)))
+    grad = jax.vmap(jax.grad(loss, argnums=(0, 1)), (None, 0, 0, 0))
+    value = jax.vmap(loss, (None, 0, 0, 0))
+    assert _conds(grad, model.mass, q, v, a) == _conds(value, model.mass, q, v, a)
+    for g, r in zip(jax.jit(grad)(model.mass, q, v, a), per_sample(grad, model.mass, q, v, a), strict=True):
+        assert relative_error(g, r) < 1e-12
+
+
+def test_jacrev_hessian_and_linear_transpose_of_rnea():
+    """Derivatives that batch only cotangents or tangents, against closed forms: `jacrev` of RNEA w.r.t. q̈
+    is M (CRBA; 20 dofs, so the `vmap` over the cotangents takes the core with the states broadcast), and
+    so is `jax.linear_transpose` of q̈ ↦ RNEA(q, 0, q̈) − RNEA(q, 0, 0) (M symmetric); the Hessian of
+    q̈ ↦ ½ q̈ᵀ (RNEA(q, 0, q̈) − g) under `vmap` is M (1e-12)."""
+    _, model, _ = _tree_case(3, n_links=20, armature=False)
+    q, v, a, _ = _states(model, np.random.default_rng(9))
+    M = jax.jit(jax.vmap(lambda q: jaxsoa.crba(model, q)))(q)
+    jac = jax.jit(jax.jacrev(lambda a: jaxsoa.rnea(model, q[0], v[0], a)))(a[0])
+    assert relative_error(jac, M[0]) < 1e-12
+    zero = jnp.zeros(model.nv)
+
+    def mass_times(x):
+        return jaxsoa.rnea(model, q[1], zero, x) - jaxsoa.rnea(model, q[1], zero, zero)
+    transposed = jax.linear_transpose(mass_times, a[1])(a[2])[0]
+    assert relative_error(transposed, M[1] @ a[2]) < 1e-12
+
+    def energy(q, a):
+        return 0.5 * a @ (jaxsoa.rnea(model, q, zero, a) - jaxsoa.rnea(model, q, zero, zero))
+    hessians = jax.jit(jax.vmap(jax.hessian(energy, argnums=1)))(q, a)
+    assert relative_error(hessians, M) < 1e-12
