@@ -202,10 +202,13 @@ class BatchedPath(NamedTuple):
     """A whole-batch implementation of an entry point: `fn` has the entry point's signature and takes
     every state argument with one leading batch axis (B, ...); `supports(model)` says whether it
     handles the model (else the per-sample function runs under `jax.vmap`); `stacked`: whether it
-    also takes a stacked model (per-sample trees and data)."""
+    also takes a stacked model (per-sample trees and data); `reverse`: whether reverse mode under `jax.vmap`
+    runs `fn`'s VJP too (`jaxsoa.multibody.vmap_rule.vmap_to_batch`; it costs per-sample gradients a forward
+    recomputation and extra tracing) or the per-sample function's (`values_to_batch`)."""
     supports: Callable
     fn: Callable
     stacked: bool = False
+    reverse: bool = False
 
 
 BATCH_CHUNK = 512
@@ -305,7 +308,7 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
             if not batched_names and batched is not None and batched.supports(model):
                 kinds = {name: "state" for name, kind in specs.items() if kind in SHAPES}
                 kinds |= {model_name: "model"} if batched.stacked else {}
-                return vmappable_call(checked, fn, arguments, kinds)
+                return vmappable_call(checked, fn, arguments, kinds, batched.reverse)
             if not batched_names:
                 return fn(*bound.args, **bound.kwargs)
             lead = batches[batched_names[0]]

@@ -7,6 +7,8 @@ Argument kinds: "state" (batched by the whole-batch function; broadcast to the b
 unbatched), "model" (batched there only as a stack, when the `vmap` batches any of its leaves), "fixed"
 (a `vmap` over it maps the per-sample function)."""
 
+import threading
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -45,18 +47,32 @@ def _batched(per_sample, whole_batch, kinds):
     """per_sample(*args) whose `jax.vmap` over ≥ `VMAP_MIN_BATCH` samples, batching no "fixed" argument, is
     one whole_batch(*args) call: "state" arguments and batched "model" ones broadcast to (B, ...) (batch
     axis in front), the rest as given. Not differentiable (a `custom_vmap` function)."""
+    traced = {}                                 # per_sample's (jaxpr, output tree) by argument structure
+
+    def key(args):
+        leaves, tree = jax.tree.flatten(args)
+        return tree, tuple((jnp.shape(x), jnp.result_type(x)) for x in leaves)
+
+    def replay(*args):                          # per_sample(*args), from its jaxpr where `mapped` traced one
+        if key(args) not in traced:
+            return per_sample(*args)
+        jaxpr, out_tree = traced[key(args)]
+        return jax.tree.unflatten(out_tree, core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *jax.tree.leaves(args)))
+
     @custom_vmap
     def mapped(*args):
-        return per_sample(*args)
+        jaxpr, shapes = jax.make_jaxpr(per_sample, return_shape=True)(*args)
+        traced[key(args)] = jaxpr, jax.tree.structure(shapes)
+        return replay(*args)
 
     @mapped.def_vmap
     def rule(axis_size, in_batched, *args):
         batched = [any(jax.tree.leaves(b)) for b in in_batched]
         if not any(batched):
-            out = per_sample(*args)
+            out = replay(*args)
             return out, jax.tree.map(lambda _: False, out)
         if axis_size < VMAP_MIN_BATCH or any(b and k == "fixed" for b, k in zip(batched, kinds, strict=True)):
-            out = jax.vmap(per_sample, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)))(*args)
+            out = jax.vmap(replay, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)))(*args)
         else:
             def broadcast(x, is_batched):
                 return x if is_batched else jnp.broadcast_to(x, (axis_size, *jnp.shape(x)))
@@ -151,11 +167,31 @@ def _is_array(x):
     return isinstance(x, (jax.Array, np.ndarray))
 
 
-def vmappable_call(entry, fn, arguments: dict, kinds: dict):
+_tracing = threading.local()
+
+
+def _without_nested_rules(function):
+    """function, during which `vmappable_call` runs its fn directly: the enclosing call carries the rule, and
+    each wrapped call inside it would trace its own body several times more (value, JVP, VJP), at every level
+    of nesting (a CRBA inside computed torque inside a rollout step)."""
+    def run(*args, **kwargs):
+        depth = getattr(_tracing, "depth", 0)
+        _tracing.depth = depth + 1
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _tracing.depth = depth
+    return run
+
+
+def vmappable_call(entry, fn, arguments: dict, kinds: dict, reverse: bool):
     """fn(**arguments) for one sample, whose `jax.vmap` calls entry(**arguments) with a leading batch
-    (`vmap_to_batch`; `kinds`: each argument's kind, "fixed" where not given). The arguments that are pytrees
+    (`vmap_to_batch` with `reverse`, else `values_to_batch`; `kinds`: each argument's kind, "fixed" where
+    not given). The arguments that are pytrees
     of arrays are the inputs, the others fixed; plain fn(**arguments) when one is a function or mixes arrays
-    with other values (a `custom_jvp` cannot close over traced values)."""
+    with other values (a `custom_jvp` cannot close over traced values), and inside another wrapped call."""
+    if getattr(_tracing, "depth", 0):
+        return fn(**arguments)
     leaves = {name: jax.tree.leaves(x) for name, x in arguments.items()}
     inputs = {name: x for name, x in arguments.items() if leaves[name] and all(map(_is_array, leaves[name]))}
     fixed = {name: x for name, x in arguments.items() if name not in inputs}
@@ -164,6 +200,7 @@ def vmappable_call(entry, fn, arguments: dict, kinds: dict):
     names = list(inputs)
 
     def call(function):
-        return lambda *xs: function(**fixed, **dict(zip(names, xs, strict=True)))
+        return _without_nested_rules(lambda *xs: function(**fixed, **dict(zip(names, xs, strict=True))))
 
-    return vmap_to_batch(call(fn), call(entry), [kinds.get(name, "fixed") for name in names])(*inputs.values())
+    wrap = vmap_to_batch if reverse else values_to_batch
+    return wrap(call(fn), call(entry), [kinds.get(name, "fixed") for name in names])(*inputs.values())
