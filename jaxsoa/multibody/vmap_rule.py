@@ -88,16 +88,13 @@ def values_to_batch(per_sample, whole_batch, kinds):
     """f(*args) = per_sample(*args) (`kinds` one per argument: module docstring), whose `jax.vmap` over at least
     `VMAP_MIN_BATCH` samples runs whole_batch once on the batch (batch axis in front); differentiated by
     per_sample's JVP (derivatives, and `vmap`s of them, run per sample)."""
-    mapped = _batched(per_sample, whole_batch, kinds)
+    return _custom_jvp(_batched(per_sample, whole_batch, kinds), lambda p, t: jax.jvp(per_sample, p, t))
 
-    @jax.custom_jvp
-    def f(*args):
-        return mapped(*args)
 
-    @f.defjvp
-    def f_jvp(primals, tangents):
-        return jax.jvp(per_sample, primals, tangents)
-
+def _custom_jvp(primal, rule, symbolic_zeros=False):
+    """primal(*args) as a `jax.custom_jvp` function with the JVP `rule`."""
+    f = jax.custom_jvp(lambda *args: primal(*args))
+    f.defjvp(rule, symbolic_zeros=symbolic_zeros)
     return f
 
 
@@ -139,11 +136,6 @@ def vmap_to_batch(per_sample, whole_batch, kinds):
     for other arguments, differentiate per_sample."""
     value = values_to_batch(per_sample, whole_batch, kinds)
 
-    @jax.custom_jvp
-    def f(*args):
-        return value(*args)
-
-    @f.defjvp
     def f_jvp(primals, tangents):
         out = value(*primals)
         live = _live_leaves(primals, tangents)
@@ -159,8 +151,7 @@ def vmap_to_batch(per_sample, whole_batch, kinds):
         transpose = values_to_batch(_vjp(per_sample, positions, n), _vjp(whole_batch, positions, n), (*kinds, "state"))
         return out, linear_map(lambda u: tangent(values, tuple(u)), lambda c: transpose(*primals, c), u, out)
 
-    f.defjvp(f_jvp, symbolic_zeros=True)
-    return f
+    return _custom_jvp(value, f_jvp, symbolic_zeros=True)
 
 
 def _is_array(x):
