@@ -47,7 +47,8 @@ def _bias_forces(I, v_links, f_ext):
 
 
 @entry_point(q='q', v='v', a='v', f_ext='f_ext',
-             batched=BatchedPath(batch_last.supports, batch_last_rnea.rnea, stacked=True, reverse=True))
+             batched=BatchedPath(batch_last.supports, batch_last_rnea.rnea, stacked=True, reverse=True,
+                                 chunk=batch_last_rnea.chunk_samples))
 def rnea(model: Model, q, v, a, f_ext=None):
     """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext, (nv,)."""
     frames, S = joint_frames(model, q), motion_subspaces(model)

@@ -204,11 +204,13 @@ class BatchedPath(NamedTuple):
     handles the model (else the per-sample function runs under `jax.vmap`); `stacked`: whether it
     also takes a stacked model (per-sample trees and data); `reverse`: whether reverse mode under `jax.vmap`
     runs `fn`'s VJP too (`jaxsoa.multibody.vmap_rule.vmap_to_batch`; it costs per-sample gradients a forward
-    recomputation and extra tracing) or the per-sample function's (`values_to_batch`)."""
+    recomputation and extra tracing) or the per-sample function's (`values_to_batch`); `chunk(model)`:
+    samples per chunk (default `BATCH_CHUNK`)."""
     supports: Callable
     fn: Callable
     stacked: bool = False
     reverse: bool = False
+    chunk: Callable | None = None
 
 
 BATCH_CHUNK = 512
@@ -219,10 +221,9 @@ saves the chunks' inputs and recomputes a chunk before its backward pass, instea
 chunk's residuals. Read at trace time."""
 
 
-def _chunked(fn, batched: dict, size: int):
+def _chunked(fn, batched: dict, size: int, chunk: int):
     """fn(**batched) for arrays with leading axis `size`: one call, or `lax.map` over checkpointed chunks
-    of `BATCH_CHUNK` samples when size is larger; results (size, ...)."""
-    chunk = BATCH_CHUNK
+    of `chunk` samples when size is larger; results (size, ...)."""
     if size <= chunk:
         return fn(**batched)
     count = -(-size // chunk)
@@ -238,9 +239,9 @@ def _chunked(fn, batched: dict, size: int):
 
 def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, lead: tuple, model_name=None):
     """path.fn on the leading axes `lead` flattened to B: batched states reshaped to (B, ...), shared
-    ones broadcast, in chunks of `BATCH_CHUNK` samples (with the model, when `model_name` names a
-    stacked one); the result's leading axis is split back into `lead`. Inside, the model and the shared
-    arrays are `tied_to_states` of the chunk."""
+    ones broadcast, in chunks of `path.chunk(model)` (or `BATCH_CHUNK`) samples (with the model, when
+    `model_name` names a stacked one); the result's leading axis is split back into `lead`. Inside, the
+    model and the shared arrays are `tied_to_states` of the chunk."""
     size = int(np.prod(lead))
     args, batched = dict(arguments), {}
     for name, kind in specs.items():
@@ -256,7 +257,8 @@ def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, 
         shared, xs = tied_to_states(shared, xs)
         return path.fn(**{**args, **shared, **xs})
 
-    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), _chunked(call, batched, size))
+    chunk = path.chunk(model) if path.chunk else BATCH_CHUNK
+    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), _chunked(call, batched, size, chunk))
 
 
 def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):

@@ -110,3 +110,26 @@ def test_reverse_mode_saves_the_chunks_inputs_only(panda, monkeypatch):
     chunked = saved()
     assert not per_link(chunked), chunked
     assert sum("[3,4," in line for line in chunked) == 3                        # q, v, τ split into 3 chunks of 4
+
+
+def test_long_models_run_rnea_in_half_chunks(panda, monkeypatch):
+    """RNEA on a model of more than `LONG_MODEL_LINKS` links runs chunks of half `BATCH_CHUNK` (its buffers stay
+    in cache); ABA keeps whole chunks; shorter models keep whole chunks; values equal one call (1e-13)."""
+    from jaxsoa.algorithms import batch_last_rnea
+    n = batch_last_rnea.LONG_MODEL_LINKS + 1
+    chain = jaxsoa.build_model(np.arange(-1, n - 1), [JointType.REVOLUTE] * n, np.tile([0.0, 0.0, 1.0], (n, 1)),
+                               np.broadcast_to(np.eye(3), (n, 3, 3)), np.tile([0.1, 0.0, 0.0], (n, 1)), np.ones(n),
+                               np.tile([0.05, 0.0, 0.0], (n, 1)), np.broadcast_to(0.01 * np.eye(3), (n, 3, 3)))
+    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    state = _state(chain, 8)
+
+    def loops(fn, model):
+        return str(jax.make_jaxpr(lambda q, v, u: fn(model, q, v, u))(*(x[:, :model.nv] for x in state)))
+
+    assert batch_last_rnea.chunk_samples(chain) == 2 and batch_last_rnea.chunk_samples(panda) == 4
+    assert "length=4" in loops(jaxsoa.rnea, chain) and "length=2" not in loops(jaxsoa.rnea, chain)
+    assert "length=2" in loops(jaxsoa.aba, chain) and "length=4" not in loops(jaxsoa.aba, chain)
+    for name in ("rnea", "aba"):
+        fn = getattr(jaxsoa, name)
+        got = jax.jit(lambda q, v, u, fn=fn: fn(chain, q, v, u))(*state)
+        assert relative_error(got, _unchunked(monkeypatch, lambda q, v, u, fn=fn: fn(chain, q, v, u), *state)) < 1e-13
