@@ -48,12 +48,14 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
+from experiments._common import OneLineParser
 from experiments.benchmarks import bench_common as bc
 from jaxsoa.algorithms.dynamics import aba_autodiff
 from sims import space_arm_7dof
 
 RESULTS = Path(__file__).parent / "results"
 DT = 0.01
+SKIPPABLE = ("adjoint", "autodiff", "custom_vjp", "adjoint batch-last")
 QUICK = dict(steps=10, call_batches=(64,), roll_batch=16, batch_rollout=16, repeats=3, target_s=0.05, pin_samples=64,
              out=RESULTS / "bench_adjoint_quick.json")
 
@@ -62,7 +64,8 @@ def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     ints = lambda s: tuple(int(x) for x in s.split(",") if x)       # noqa: E731
     names = lambda s: tuple(x for x in s.split(",") if x)           # noqa: E731
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="python -m experiments.benchmarks.bench_adjoint", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--systems", type=names, default=("panda", "space_arm_free"))
     p.add_argument("--call-batches", type=ints, default=(256, 8192), help="batches of the single call")
     p.add_argument("--roll-batch", type=int, default=256, help="rollouts per call (0: no rollout cases)")
@@ -77,10 +80,17 @@ def parse_args(argv=None):
     p.add_argument("--target-s", type=float, default=0.2, help="approximate duration of one case in a round")
     p.add_argument("--pin-samples", type=int, default=1024, help="states of the Pinocchio loops (0: skip)")
     p.add_argument("--quick", action="store_true", help="smoke test: 10 steps, batch 64 / 16, 3 rounds")
+    p.add_argument("--skip-cases", type=names, default=(),
+                   help=f"gradient cases left out of every group, of {', '.join(SKIPPABLE)} (e.g. autodiff at large "
+                        "batches, where one per-sample autodiff call takes minutes)")
     p.add_argument("--out", type=Path, default=RESULTS / "bench_adjoint.json")
     if "--quick" in argv:
         p.set_defaults(**QUICK)
-    return p.parse_args(argv)
+    opts = p.parse_args(argv)
+    unknown = [c for c in opts.skip_cases if c not in SKIPPABLE]
+    if unknown:
+        p.error(f"argument --skip-cases: unknown case(s) {unknown}; choose from {', '.join(SKIPPABLE)}")
+    return opts
 
 
 def systems(dtype):
@@ -229,6 +239,7 @@ def gradient_difference(a, b):
 def time_group(system, kind, batch, cases, opts):
     """Records of one group: compile, time (interleaved), ratios to the group's value."""
     compiled, records, outputs = {}, {}, {}
+    cases = {name: case for name, case in cases.items() if name not in opts.skip_cases}
     for name, (fn, args) in cases.items():
         compiled[name], records[name] = compiled_case(fn, args)
         outputs[name] = compiled[name](*args)
