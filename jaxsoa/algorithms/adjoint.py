@@ -29,7 +29,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from jaxsoa.multibody.linear_map import linear_map
+from jaxsoa.multibody.linear_map import linear_map, replaced
 from jaxsoa.multibody.model import Model
 
 
@@ -67,7 +67,7 @@ def implicit_dynamics(solve: Callable, residual: Callable, operators: Callable) 
         live = [(i, t) for i, t in enumerate(jax.tree.leaves(p_dot, is_leaf=_is_zero)) if not _is_zero(t)]
 
         def residual_of(*live_leaves):                     # r with the undifferentiated leaves held constant
-            return residual(jax.tree.unflatten(tree, _replaced(leaves, [i for i, _ in live], live_leaves)), x, aux)
+            return residual(jax.tree.unflatten(tree, replaced(leaves, [i for i, _ in live], live_leaves)), x, aux)
 
         _, r_dot = jax.jvp(residual_of, tuple(leaves[i] for i, _ in live), tuple(t for _, t in live))  # ∂r/∂p · ṗ
         matvec, solve_A, transpose_solve_A = operators(p, x, aux)
@@ -77,14 +77,6 @@ def implicit_dynamics(solve: Callable, residual: Callable, operators: Callable) 
 
     f.defjvp(f_jvp, symbolic_zeros=True)        # arguments not differentiated stay out of r's tangent
     return f
-
-
-def _replaced(items, indices, values) -> list:
-    """A copy of the list `items` with items[i] = value for i, value in zip(indices, values)."""
-    new = list(items)
-    for i, value in zip(indices, values, strict=True):
-        new[i] = value
-    return new
 
 
 def _is_zero(tangent):
@@ -150,7 +142,7 @@ def custom_reverse(fn: Callable, fwd: Callable, bwd: Callable) -> Callable:
         @jax.checkpoint                                 # saves the arrays only, not fn's linearisation
         def tangent_map(live_arrays, u):                # L u, the live arrays' tangents u
             def fn_of(*live_arrays):
-                return fn(context, *_replaced(arrays, live, live_arrays))
+                return fn(context, *replaced(arrays, live, live_arrays))
             return jax.jvp(fn_of, live_arrays, tuple(u))[1]
 
         live_arrays = tuple(arrays[i] for i in live)

@@ -1,5 +1,6 @@
 """A linear map with a hand-written transpose, as JAX's reverse mode sees it (docs/performance.md,
-"Gradients on this path" and "`vmap` of the entry points")."""
+"Gradients on this path" and "`vmap` of the entry points"), and `replaced`, with which the custom
+derivatives built on it differentiate a subset of a call's leaves."""
 
 import jax
 import jax.numpy as jnp
@@ -28,3 +29,11 @@ def linear_map(apply, transpose, u: tuple, like):
     x = jax.lax.custom_linear_solve(matvec, b, solve, transpose_solve)
     unused = jnp.sum(x[0][0]) * 0                   # x's first block used (times 0), so its cotangent is never
     return jax.tree.map(lambda w: w + unused.astype(w.dtype), x[1])    # a symbolic zero (forward over reverse)
+
+
+def replaced(items, indices, values) -> list:
+    """A copy of the list `items` with items[i] = value for i, value in zip(indices, values)."""
+    new = list(items)
+    for i, value in zip(indices, values, strict=True):
+        new[i] = value
+    return new

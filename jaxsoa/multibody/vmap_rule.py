@@ -16,7 +16,7 @@ from jax._src import core, custom_batching
 from jax._src.interpreters import ad
 from jax.custom_batching import custom_vmap
 
-from jaxsoa.multibody.linear_map import linear_map
+from jaxsoa.multibody.linear_map import linear_map, replaced
 
 VMAP_MIN_BATCH = 16
 """`jax.vmap` axes of at least this many samples run the whole-batch implementation (the batch-last core);
@@ -99,34 +99,35 @@ def _custom_jvp(primal, rule, symbolic_zeros=False):
 
 
 def _live_leaves(primals, tangents):
-    """[(argument, leaf index)] of the float leaves whose tangent is not a symbolic zero."""
-    live = []
+    """[(argument, flat leaf index, leaf, tangent)] of the float leaves of the tuple `primals` whose tangent
+    is not a symbolic zero."""
+    live, offset = [], 0
     for i, (x, t) in enumerate(zip(primals, tangents, strict=True)):
+        x_leaves = jax.tree.leaves(x)
         t_leaves = jax.tree.leaves(t, is_leaf=lambda z: isinstance(z, jax.custom_derivatives.SymbolicZero))
-        for k, (leaf, t_leaf) in enumerate(zip(jax.tree.leaves(x), t_leaves, strict=True)):
+        for k, (leaf, t_leaf) in enumerate(zip(x_leaves, t_leaves, strict=True)):
             if not isinstance(t_leaf, jax.custom_derivatives.SymbolicZero) and jnp.issubdtype(leaf.dtype, jnp.inexact):
-                live.append((i, k, leaf, t_leaf))
+                live.append((i, offset + k, leaf, t_leaf))
+        offset += len(x_leaves)
     return live
 
 
 def _replacing(fn, positions):
-    """(args, live values) -> fn(*args with the leaves at `positions` [(argument, leaf)] replaced)."""
+    """(args, live values) -> fn(*args with the flat leaves at `positions` replaced)."""
     def call(args, values):
-        leaves = [list(jax.tree.leaves(a)) for a in args]
-        for (i, k), value in zip(positions, values, strict=True):
-            leaves[i][k] = value
-        return fn(*(jax.tree.unflatten(jax.tree.structure(a), ls) for a, ls in zip(args, leaves, strict=True)))
+        leaves, tree = jax.tree.flatten(tuple(args))
+        return fn(*jax.tree.unflatten(tree, replaced(leaves, positions, values)))
     return call
 
 
 def _vjp(fn, positions, n_args):
-    """(*args, c) -> the cotangents of the leaves at `positions` of fn(*args) for the output cotangent c."""
+    """(*args, c) -> the cotangents of the flat leaves at `positions` of fn(*args) for the output cotangent c."""
     of = _replacing(fn, positions)
 
     def vjp(*args_and_c):
         args, c = args_and_c[:n_args], args_and_c[n_args]
-        values = [jax.tree.leaves(args[i])[k] for i, k in positions]
-        return jax.vjp(lambda *v: of(args, v), *values)[1](c)
+        leaves = jax.tree.leaves(tuple(args))
+        return jax.vjp(lambda *v: of(args, v), *(leaves[k] for k in positions))[1](c)
     return vjp
 
 
@@ -141,10 +142,10 @@ def vmap_to_batch(per_sample, whole_batch, kinds):
         live = _live_leaves(primals, tangents)
         if not live:
             return out, jax.tree.map(jnp.zeros_like, out)
-        positions = [(i, k) for i, k, _, _ in live]
+        positions = [k for _, k, _, _ in live]
         values, u = tuple(x for *_, x, _ in live), tuple(t for *_, t in live)
         of = _replacing(per_sample, positions)
-        if any(kinds[i] != "state" for i, _ in positions):
+        if any(kinds[i] != "state" for i, *_ in live):
             return out, jax.jvp(lambda *v: of(primals, v), values, u)[1]
         tangent = jax.checkpoint(lambda v, u: jax.jvp(lambda *w: of(primals, w), v, u)[1])   # saves v only
         n = len(primals)
