@@ -34,9 +34,10 @@ supports = fr.supports
 class Factor(NamedTuple):
     """What the adjoint reuses from a forward ABA: for M(q)⁻¹ b (`solve_mass_matrix`) the frames R
     (n, 9, B) and p (n, 3, B), G = U / D and D⁻¹ of each column (n, 7 m, B) in depth order, and each free
-    root's articulated inertia 𝒫 (a 21-list); for the residual's RNEA (`batch_last_rnea.rnea_at`) the
-    link motions [v; a] (n, 12, B) and forces f = 𝒫ᴬ a + zᴬ (n, 6, B), the articulated inertia and bias
-    of each link's subtree: RNEA's link forces at q̈."""
+    root's articulated inertia 𝒫 (21, B) (stacked: one residual for reverse mode, not 21); for the
+    residual's RNEA (`batch_last_rnea.rnea_at`) the link motions [v; a] (n, 12, B) and forces
+    f = 𝒫ᴬ a + zᴬ (n, 6, B), the articulated inertia and bias of each link's subtree: RNEA's link forces
+    at q̈."""
     R: jax.Array
     p: jax.Array
     G_D_inv: jax.Array
@@ -197,7 +198,7 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
     P = sp.add(bl.components(d.inertia), bl.components(children[:, :21]))          # 𝒫ᴬ = I + Σ_c X* 𝒫⁺_c X⁻¹
     z = sp.add(bl.components(cb[:, 6:]), bl.components(children[:, 21:]))           # zᴬ = b + Σ_c X* z⁺_c
     forces = jnp.stack(sp.add(sp.inertia_vec(P, bl.components(a)), z), 1)          # f = 𝒫ᴬ a + zᴬ
-    return qdd, Factor(R, p, _flat(G_D_inv), tuple(P_free), jnp.concatenate([velocities, a], 1), forces)
+    return qdd, Factor(R, p, _flat(G_D_inv), tuple(map(jnp.stack, P_free)), jnp.concatenate([velocities, a], 1), forces)
 
 
 def _flat(x):
