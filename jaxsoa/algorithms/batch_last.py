@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
@@ -29,6 +30,9 @@ from jaxsoa.multibody.model import Model
 from jaxsoa.spatial import batch_last as sp
 
 supports = fr.supports
+SAVED = "aba_factor"
+"""The name of q̈ and the `Factor`: the only values of a leading-batch ABA that its adjoint's reverse mode
+keeps (`BatchedPath.saves`); the model's per-link data, frames and indices are recomputed."""
 
 
 class Factor(NamedTuple):
@@ -198,7 +202,8 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
     P = sp.add(bl.components(d.inertia), bl.components(children[:, :21]))          # 𝒫ᴬ = I + Σ_c X* 𝒫⁺_c X⁻¹
     z = sp.add(bl.components(cb[:, 6:]), bl.components(children[:, 21:]))           # zᴬ = b + Σ_c X* z⁺_c
     forces = jnp.stack(sp.add(sp.inertia_vec(P, bl.components(a)), z), 1)          # f = 𝒫ᴬ a + zᴬ
-    return qdd, Factor(R, p, _flat(G_D_inv), tuple(map(jnp.stack, P_free)), jnp.concatenate([velocities, a], 1), forces)
+    factor = Factor(R, p, _flat(G_D_inv), tuple(map(jnp.stack, P_free)), jnp.concatenate([velocities, a], 1), forces)
+    return jax.tree.map(lambda x: checkpoint_name(x, SAVED), (qdd, factor))
 
 
 def _flat(x):

@@ -24,13 +24,16 @@ through one scan as (B, ·) states, so every stage's ABA is one batch-last call 
 "Rollouts on the batch-last core"); the controller still sees one sample.
 """
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import checkify
 
+from jaxsoa.algorithms import batch_last
 from jaxsoa.algorithms.batch_last_frames import supports
+from jaxsoa.algorithms.dynamics import aba
 from jaxsoa.constraints.closure import LoopClosure
 from jaxsoa.constraints.dynamics import forward_dynamics_constrained, project_velocity
 from jaxsoa.integrators.steps import rk4_step, semi_implicit_euler_step
@@ -129,6 +132,10 @@ def _rollout_one(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, c
     return _checked(trajectory, checks, model, model, q0)
 
 
+_aba_keeping_factor = jax.checkpoint(aba, policy=jax.checkpoint_policies.save_only_these_names(batch_last.SAVED))
+"""The leading-batch ABA of a rollout's stages, whose reverse mode keeps q̈ and the `Factor` only and recomputes the
+model's per-link data, frames and indices: each kept value is a residual buffer per stage and step."""
+
 BATCH_AGNOSTIC_STEPS = (rk4_step, semi_implicit_euler_step)
 """The steps whose per-sample body also runs on (B, ·) states (every call in it is an entry point)."""
 
@@ -143,8 +150,9 @@ def _rollout_batch(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step,
     if step not in BATCH_AGNOSTIC_STEPS or checks:
         return jax.vmap(lambda q, v: _rollout_one(model, q, v, control, dt, n_steps, **options))(q0, v0)
     per_sample_control = jax.vmap(control, in_axes=(None, 0, 0))
+    batch_step = functools.partial(step.__wrapped__, dynamics=_aba_keeping_factor)
     trajectory = _rollout(lambda k, q, v: (model, None, q, v), q0, v0, per_sample_control, dt, n_steps,
-                          step=step.__wrapped__, checkpoint=checkpoint, control_at_stages=control_at_stages)
+                          step=batch_step, checkpoint=checkpoint, control_at_stages=control_at_stages)
     return Trajectory(*(jnp.swapaxes(x, 0, 1) for x in trajectory))                 # (B, n_steps + 1, ·)
 
 
