@@ -29,6 +29,7 @@ Shapes: q (B, nq), v / a (B, nv), f_ext (B, n, 6) or None; per-link arrays (n, k
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.algorithms.adjoint import custom_reverse
@@ -36,6 +37,10 @@ from jaxsoa.multibody import arguments
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.model import Model
 from jaxsoa.spatial import batch_last as sp
+
+SAVED = "rnea_passes"
+"""The name of the link motions and forces the passes leave for the hand-written reverse mode: what a chunk of
+a leading-batch RNEA keeps for reverse mode (`BatchedPath.saves`)."""
 
 LONG_MODEL_LINKS = 32
 """RNEA on models of more links runs in chunks of half `BATCH_CHUNK` samples: its per-link buffers then stay
@@ -81,6 +86,7 @@ def _forces_fwd(trav, R, p, v_joint, a_joint, inertia, external, gravity):
         return sp.act_force(bl.read_rows(R, t), bl.read_rows(p, t), f_t), jnp.stack(f_t)
 
     f = bl.inward(trav, force_step, 6, R.shape[-1], R.dtype)[1]
+    va, f = checkpoint_name(va, SAVED), checkpoint_name(f, SAVED)
     return f, (R, p, v_joint, a_joint, inertia, external, gravity, va, f)
 
 

@@ -48,7 +48,7 @@ def _bias_forces(I, v_links, f_ext):
 
 @entry_point(q='q', v='v', a='v', f_ext='f_ext',
              batched=BatchedPath(batch_last.supports, batch_last_rnea.rnea, stacked=True, reverse=True,
-                                 chunk=batch_last_rnea.chunk_samples))
+                                 chunk=batch_last_rnea.chunk_samples, saves=batch_last_rnea.SAVED))
 def rnea(model: Model, q, v, a, f_ext=None):
     """Inverse dynamics τ = M(q) a + C(q, v) v + g(q) − Σ Jᵀ f_ext, (nv,)."""
     frames, S = joint_frames(model, q), motion_subspaces(model)
@@ -133,7 +133,8 @@ _aba_adjoint_per_sample = adjoint_forward_dynamics(_aba_recursion, rnea)
 
 
 @entry_point(q='q', v='v', tau='v', f_ext='f_ext',
-             batched=BatchedPath(batch_last.supports, batch_last.aba, stacked=True, reverse=True))
+             batched=BatchedPath(batch_last.supports, batch_last.aba, stacked=True, reverse=True,
+                                 saves=batch_last.SAVED))
 def aba(model: Model, q, v, tau, f_ext=None):
     """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm
     (innovations form of docs/derivations.md), (nv,). Differentiated by its adjoint

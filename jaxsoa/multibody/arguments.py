@@ -205,25 +205,30 @@ class BatchedPath(NamedTuple):
     also takes a stacked model (per-sample trees and data); `reverse`: whether reverse mode under `jax.vmap`
     runs `fn`'s VJP too (`jaxsoa.multibody.vmap_rule.vmap_to_batch`; it costs per-sample gradients a forward
     recomputation and extra tracing) or the per-sample function's (`values_to_batch`); `chunk(model)`:
-    samples per chunk (default `BATCH_CHUNK`)."""
+    samples per chunk (default `BATCH_CHUNK`); `saves`: the name (`jax.ad_checkpoint.checkpoint_name`) of
+    the values of `fn` that reverse mode keeps per chunk when the batch is chunked (the rest is recomputed
+    before the chunk's backward pass; without a name, all of it)."""
     supports: Callable
     fn: Callable
     stacked: bool = False
     reverse: bool = False
     chunk: Callable | None = None
+    saves: str | None = None
 
 
 BATCH_CHUNK = 512
 """Samples per call of a `BatchedPath`: a larger batch runs as `lax.map` over chunks of this many samples
 (the last one padded with copies of the last sample, whose results are dropped), so that one chunk's
 temporaries stay in cache (docs/performance.md, "Chunks"). Each chunk is checkpointed: reverse mode
-saves the chunks' inputs and recomputes a chunk before its backward pass, instead of storing every
-chunk's residuals. Read at trace time."""
+saves the chunks' inputs and the values the path names (`BatchedPath.saves`: ABA's q̈ and `Factor`, RNEA's
+link motions and forces) and recomputes the rest of a chunk before its backward pass, instead of storing
+every chunk's residuals. Read at trace time."""
 
 
-def _chunked(fn, batched: dict, size: int, chunk: int):
+def _chunked(fn, batched: dict, size: int, chunk: int, saves: str | None):
     """fn(**batched) for arrays with leading axis `size`: one call, or `lax.map` over checkpointed chunks
-    of `chunk` samples when size is larger; results (size, ...)."""
+    of `chunk` samples when size is larger, each keeping for reverse mode its inputs and the values named
+    `saves`; results (size, ...)."""
     if size <= chunk:
         return fn(**batched)
     count = -(-size // chunk)
@@ -233,7 +238,8 @@ def _chunked(fn, batched: dict, size: int, chunk: int):
         x = jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad, *x.shape[1:]))]) if pad else x
         return x.reshape((count, chunk, *x.shape[1:]))
 
-    out = jax.lax.map(jax.checkpoint(lambda xs: fn(**xs)), jax.tree.map(split, batched))   # remat per chunk
+    policy = jax.checkpoint_policies.save_only_these_names(saves) if saves else None
+    out = jax.lax.map(jax.checkpoint(lambda xs: fn(**xs), policy=policy), jax.tree.map(split, batched))
     return jax.tree.map(lambda y: y.reshape((count * chunk, *y.shape[2:]))[:size], out)
 
 
@@ -258,7 +264,7 @@ def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, 
         return path.fn(**{**args, **shared, **xs})
 
     chunk = path.chunk(model) if path.chunk else BATCH_CHUNK
-    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), _chunked(call, batched, size, chunk))
+    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), _chunked(call, batched, size, chunk, path.saves))
 
 
 def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):

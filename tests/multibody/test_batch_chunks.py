@@ -9,8 +9,9 @@ and batches of 10 (two full chunks and a padded one) and 8 (no padding):
 * a stacked model (per-sample trees) is chunked with its states: equal to the unchunked call;
 * multi-axis leading batches keep their shape; the program has the chunk loop (a scan of length 3) only when
   the batch exceeds the chunk;
-* reverse mode through the chunk loop saves the chunks' inputs, not the passes' residuals (each chunk is
-  checkpointed); one unchunked call, the control, saves those.
+* reverse mode through the chunk loop keeps the chunks' inputs and the values ABA names for its adjoint
+  (q̈ and the `Factor`), not the passes' other residuals (each chunk is checkpointed); one unchunked call,
+  the control, saves those.
 """
 
 import contextlib
@@ -23,7 +24,7 @@ import pytest
 from jax.ad_checkpoint import print_saved_residuals
 
 import jaxsoa
-from jaxsoa.algorithms import free_floating, kinematics
+from jaxsoa.algorithms import batch_last, free_floating, kinematics
 from jaxsoa.multibody import arguments
 from jaxsoa.multibody.joints import JointType
 from tests.helpers.trees import random_group, relative_error, stack_models
@@ -92,7 +93,10 @@ def test_leading_shape_and_chunk_loop(panda, monkeypatch):
     assert "length=3" not in str(jax.make_jaxpr(lambda q: jaxsoa.crba(panda, q))(jnp.zeros((4, panda.nq))))
 
 
-def test_reverse_mode_saves_the_chunks_inputs_only(panda, monkeypatch):
+def test_reverse_mode_keeps_the_chunks_inputs_and_the_named_values(panda, monkeypatch):
+    """Reverse mode through the chunk loop keeps each chunk's inputs and what ABA names for its adjoint
+    (`BatchedPath.saves`: q̈ and the `Factor`, stacked over the chunks); the passes' other residuals are
+    recomputed before the chunk's backward pass. One unchunked call, the control, keeps those too."""
     state = _state(panda, 10)
 
     def saved():
@@ -109,7 +113,11 @@ def test_reverse_mode_saves_the_chunks_inputs_only(panda, monkeypatch):
     monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
     chunked = saved()
     assert not per_link(chunked), chunked
-    assert sum("[3,4," in line for line in chunked) == 3                        # q, v, τ split into 3 chunks of 4
+    assert sum("(_chunked.<locals>.split)" in line for line in chunked) == 3  # q, v, τ split into 3 chunks of 4
+    named = [field for field in batch_last.Factor._fields if field != "P_free"]  # no free root: P_free empty
+    stacked = [line for line in chunked if "(_chunked)" in line]
+    assert len(stacked) == 1 + len(named), stacked                             # q̈ and the Factor's arrays
+    assert all(line.split()[0].startswith("f64[3,") for line in stacked)
 
 
 def test_long_models_run_rnea_in_half_chunks(panda, monkeypatch):
