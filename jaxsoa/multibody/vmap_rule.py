@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax._src import core, custom_batching
-from jax._src.interpreters import ad, batching
+from jax._src.interpreters import ad
 from jax.custom_batching import custom_vmap
 
 from jaxsoa.multibody.linear_map import linear_map, replaced
@@ -131,31 +131,20 @@ def _vjp(fn, positions, n_args):
     return vjp
 
 
-def _mapped_below_minimum(primals):
-    """Whether `primals` are batched, and only by `jax.vmap`s of fewer than `VMAP_MIN_BATCH` samples (JAX
-    evaluates a custom JVP rule on the batched values, so their tracers say it): no rule then reaches the
-    whole batch."""
-    sizes = [x._trace.axis_data.size for x in jax.tree.leaves(primals) if isinstance(x, batching.BatchTracer)]
-    return bool(sizes) and max(sizes) < VMAP_MIN_BATCH
-
-
 def vmap_to_batch(per_sample, whole_batch, kinds):
     """`values_to_batch` whose reverse mode under `vmap` also runs on the whole batch (the VJP of whole_batch,
-    recomputing its value) when only "state" arguments are differentiated; forward mode, reverse mode for
-    other arguments, and both under a `vmap` of fewer than `VMAP_MIN_BATCH` samples (where the per-sample
-    JVP keeps its own residuals instead of recomputing the value) differentiate per_sample."""
+    recomputing its value) when only "state" arguments are differentiated; forward mode, and reverse mode
+    for other arguments, differentiate per_sample."""
     value = values_to_batch(per_sample, whole_batch, kinds)
 
     def f_jvp(primals, tangents):
+        out = value(*primals)
         live = _live_leaves(primals, tangents)
+        if not live:
+            return out, jax.tree.map(jnp.zeros_like, out)
         positions = [k for _, k, _, _ in live]
         values, u = tuple(x for *_, x, _ in live), tuple(t for *_, t in live)
         of = _replacing(per_sample, positions)
-        if live and _mapped_below_minimum(primals):
-            return jax.jvp(lambda *v: of(primals, v), values, u)
-        out = value(*primals)
-        if not live:
-            return out, jax.tree.map(jnp.zeros_like, out)
         if any(kinds[i] != "state" for i, *_ in live):
             return out, jax.jvp(lambda *v: of(primals, v), values, u)[1]
         tangent = jax.checkpoint(lambda v, u: jax.jvp(lambda *w: of(primals, w), v, u)[1])   # saves v only

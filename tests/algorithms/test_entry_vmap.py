@@ -256,24 +256,3 @@ def test_jacrev_hessian_and_linear_transpose_of_rnea():
         return 0.5 * a @ (jaxsoa.rnea(model, q, zero, a) - jaxsoa.rnea(model, q, zero, zero))
     hessians = jax.jit(jax.vmap(jax.hessian(energy, argnums=1)))(q, a)
     assert relative_error(hessians, M) < 1e-12
-
-
-@pytest.mark.parametrize("loss", ROUTED)
-def test_reverse_mode_under_a_small_vmap_is_the_per_sample_jvps(loss, per_sample):
-    """Under a `vmap` of fewer than `VMAP_MIN_BATCH` samples no rule reaches the core, so reverse mode of RNEA
-    and ABA transposes the per-sample JVP (its own residuals) instead of the `linear_map` whose transpose
-    recomputes the value: the gradient program has no more linear solves than the per-sample function's
-    own (ABA's adjoint: one; RNEA: none), against more at `VMAP_MIN_BATCH` samples; values equal the rule
-    switched off (1e-12)."""
-    model = _models()["free-flyer"]
-    fn = STATE_LOSSES[loss]
-    states = _states(model, np.random.default_rng(11))
-    small = tuple(x[: B - 1] for x in states)
-    grad = jax.grad(lambda *x: jnp.sum(jax.vmap(lambda *y: fn(model, *y))(*x)), argnums=(0, 1, 2, 3))
-
-    def solves(*args):
-        return str(jax.make_jaxpr(grad)(*args)).count("linear_solve")
-
-    assert solves(*small) == (1 if loss == "aba" else 0) < solves(*states)
-    for g, r in zip(jax.jit(grad)(*small), per_sample(grad, *small), strict=True):
-        assert relative_error(g, r) < 1e-12
