@@ -5,7 +5,8 @@ and batches of 10 (two full chunks and a padded one) and 8 (no padding):
 * values of RNEA, ABA, CRBA, the free-floating ABA and a link's Jacobian equal the unchunked call (one
   chunk holds the whole batch): 1e-13 relative, float64 — the same arithmetic per sample, so only
   XLA's reassociation between two programs separates them;
-* gradients (ABA's adjoint) equal the unchunked ones: 1e-12 (the padding's cotangents are zero);
+* gradients (ABA's adjoint, RNEA's hand-written reverse mode) equal the unchunked ones: 1e-12 (the padding's
+  cotangents are zero);
 * a stacked model (per-sample trees) is chunked with its states: equal to the unchunked call;
 * multi-axis leading batches keep their shape; the program has the chunk loop (a scan of length 3) only when
   the batch exceeds the chunk;
@@ -61,11 +62,12 @@ def test_chunked_values_and_gradients_equal_one_call(robot_models, monkeypatch, 
     for name, fn in _calls(model).items():
         assert relative_error(jax.jit(fn)(*state), _unchunked(monkeypatch, fn, *state)) < 1e-13, name
 
-    def loss(q, v, u):
-        return jnp.sum(jnp.sin(jaxsoa.aba(model, q, v, u)))
-    grad = jax.grad(loss, argnums=(0, 1, 2))
-    for got, ref in zip(jax.jit(grad)(*state), _unchunked(monkeypatch, grad, *state), strict=True):
-        assert relative_error(got, ref) < 1e-12
+    for fn in (jaxsoa.aba, jaxsoa.rnea):                 # the chunks keep their named values (BatchedPath.saves)
+        def loss(q, v, u, fn=fn):
+            return jnp.sum(jnp.sin(fn(model, q, v, u)))
+        grad = jax.grad(loss, argnums=(0, 1, 2))
+        for got, ref in zip(jax.jit(grad)(*state), _unchunked(monkeypatch, grad, *state), strict=True):
+            assert relative_error(got, ref) < 1e-12, fn.__name__
 
 
 def test_stacked_models_are_chunked_with_their_states(monkeypatch):
@@ -122,7 +124,8 @@ def test_reverse_mode_keeps_the_chunks_inputs_and_the_named_values(panda, monkey
 
 def test_long_models_run_rnea_in_half_chunks(panda, monkeypatch):
     """RNEA on a model of more than `LONG_MODEL_LINKS` links runs chunks of half `BATCH_CHUNK` (its buffers stay
-    in cache); ABA keeps whole chunks; shorter models keep whole chunks; values equal one call (1e-13)."""
+    in cache); ABA keeps whole chunks; shorter models keep whole chunks; values equal one call (1e-13), RNEA's
+    gradients too (1e-12)."""
     from jaxsoa.algorithms import batch_last_rnea
     n = batch_last_rnea.LONG_MODEL_LINKS + 1
     chain = jaxsoa.build_model(np.arange(-1, n - 1), [JointType.REVOLUTE] * n, np.tile([0.0, 0.0, 1.0], (n, 1)),
@@ -141,3 +144,6 @@ def test_long_models_run_rnea_in_half_chunks(panda, monkeypatch):
         fn = getattr(jaxsoa, name)
         got = jax.jit(lambda q, v, u, fn=fn: fn(chain, q, v, u))(*state)
         assert relative_error(got, _unchunked(monkeypatch, lambda q, v, u, fn=fn: fn(chain, q, v, u), *state)) < 1e-13
+    grad = jax.grad(lambda q, v, u: jnp.sum(jnp.sin(jaxsoa.rnea(chain, q, v, u))), argnums=(0, 1, 2))
+    for got, ref in zip(jax.jit(grad)(*state), _unchunked(monkeypatch, grad, *state), strict=True):
+        assert relative_error(got, ref) < 1e-12                    # half chunks, their named values kept
