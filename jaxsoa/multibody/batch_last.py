@@ -179,33 +179,12 @@ def inward(trav: Traversal, step, width: int, batch: int, dtype):
     return jax.lax.scan(body, init, (jnp.arange(n), world_positions(trav)), reverse=True, unroll=trav.unroll)
 
 
-def child_chains(trav: Traversal):
-    """Per-sample trees as first-child / next-sibling links in sequence positions, n for none:
-    first (n + 1, B) (row n: the first root, the world's child) and next (n, B), siblings in increasing
-    position. By sorting each sample's links by (parent position, own position): O(n log n)."""
-    n = trav.parent.shape[-1]
-    parents = world_positions(trav).T                                            # (B, n), n at a root
-    own = jnp.arange(n, dtype=parents.dtype)
-    by_parent = jnp.argsort(parents * (n + 1) + own[None], axis=1).astype(parents.dtype)   # (B, n)
-    sorted_parents = jnp.take_along_axis(parents, by_parent, 1)
-    following = jnp.concatenate([by_parent[:, 1:], jnp.full_like(by_parent[:, :1], n)], 1)
-    same = jnp.concatenate([sorted_parents[:, 1:] == sorted_parents[:, :-1],
-                            jnp.zeros_like(sorted_parents[:, :1], bool)], 1)
-    next_sorted = jnp.where(same, following, n)
-    nxt = jnp.take_along_axis(next_sorted, jnp.argsort(by_parent, axis=1), 1)          # back to own positions
-    rows_ = jnp.arange(n + 1, dtype=parents.dtype)
-    start = jax.vmap(lambda p: jnp.searchsorted(p, rows_))(sorted_parents)            # (B, n + 1)
-    found = jnp.take_along_axis(sorted_parents, jnp.minimum(start, n - 1), 1) == rows_[None]
-    first = jnp.where(found & (start < n), jnp.take_along_axis(by_parent, jnp.minimum(start, n - 1), 1), n)
-    return first.T, nxt.T
-
-
 def _inward_sibling_chains(trav: Traversal, step, width: int, batch: int, dtype):
     """`inward` for per-sample trees by gathers only, no scatter (XLA:CPU's scatter is a scalar loop):
     chain_t = up_t + chain_{next sibling of t}, so link t's children sum is chain_{first child of t};
     both are read by a gather and chain_t is written at the shared row t, in place."""
     n = trav.parent.shape[-1]
-    first, nxt = child_chains(trav)
+    first, nxt = trav.first_child.T, trav.next_sibling.T                # (n + 1, B), (n, B): built with the tree
 
     def body(chain, xs):                               # acc_t = chain[first(t)];  chain[t] = up_t + chain[next(t)]
         t, first_t, next_t = xs

@@ -31,12 +31,16 @@ tmap = jax.tree_util.tree_map
 @dataclasses.dataclass(frozen=True)
 class Traversal:
     """parent, depth, order (link at sequence position t), parent_pos (sequence position of
-    the parent of order[t], -1 at the root), inverse_order; all (n,) int32, all traced."""
+    the parent of order[t], -1 at the root), inverse_order; all (n,) int32, all traced. The children
+    as chains in sequence positions (`child_chains`), n for none: first_child (n + 1,) (entry n: the
+    first root) and next_sibling (n,)."""
     parent: jax.Array
     depth: jax.Array
     order: jax.Array
     parent_pos: jax.Array
     inverse_order: jax.Array
+    first_child: jax.Array
+    next_sibling: jax.Array
     strategy: str = dataclasses.field(metadata=dict(static=True))
     unroll: int = dataclasses.field(metadata=dict(static=True))
 
@@ -67,7 +71,27 @@ def tree_traversal(parent, strategy="sequential", unroll=1):
     inverse_order = jnp.argsort(order).astype(jnp.int32)
     parent_of_seq = parent[order]
     parent_pos = jnp.where(parent_of_seq >= 0, inverse_order[jnp.maximum(parent_of_seq, 0)], -1)
-    return Traversal(parent, depth, order, parent_pos, inverse_order, strategy, unroll)
+    return Traversal(parent, depth, order, parent_pos, inverse_order, *child_chains(parent_pos), strategy, unroll)
+
+
+def child_chains(parent_pos):
+    """Each link's children as a chain, in sequence positions, n for none: first (n + 1,) the first
+    child of position t (entry n: the first root, the world's child) and next (n,) the next sibling
+    of position t, siblings in increasing position. By one sort of the links by (parent position,
+    own position): O(n log n), once per tree; a pass over per-sample trees follows the chains instead
+    of scattering into its parents' rows (`jaxsoa.multibody.batch_last.inward`)."""
+    n = parent_pos.shape[0]
+    parents = jnp.where(parent_pos >= 0, parent_pos, n).astype(jnp.int32)          # n at a root
+    own = jnp.arange(n, dtype=jnp.int32)
+    by_parent = jnp.argsort(parents * (n + 1) + own).astype(jnp.int32)
+    sorted_parents = parents[by_parent]
+    following = jnp.concatenate([by_parent[1:], jnp.full((1,), n, jnp.int32)])
+    same = jnp.concatenate([sorted_parents[1:] == sorted_parents[:-1], jnp.zeros((1,), bool)])
+    nxt = jnp.zeros(n, jnp.int32).at[by_parent].set(jnp.where(same, following, n))    # back to own positions
+    rows = jnp.arange(n + 1, dtype=jnp.int32)
+    start = jnp.minimum(jnp.searchsorted(sorted_parents, rows), n - 1)             # first entry ≥ row
+    first = jnp.where(sorted_parents[start] == rows, by_parent[start], n)
+    return first.astype(jnp.int32), nxt
 
 
 def _alloc(tree, n):

@@ -16,6 +16,7 @@ Checked, in float64:
 import dataclasses
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
@@ -175,10 +176,10 @@ def test_bad_stacks_and_batches_are_named():
 
 
 def test_child_chains_list_every_child_once():
-    """First-child / next-sibling links (sequence positions) against a brute-force listing, on a
-    stack of random trees with several roots' worth of siblings."""
+    """First-child / next-sibling links (sequence positions) that each stacked tree carries, against a
+    brute-force listing, on a stack of random trees with several roots' worth of siblings."""
     stacked = stack_models([m for m, _ in _group(13, 9, 6, root_type=None)])
-    first, nxt = (np.asarray(x) for x in bl.child_chains(stacked.traversal))
+    first, nxt = (np.asarray(x).T for x in (stacked.traversal.first_child, stacked.traversal.next_sibling))
     parents = np.asarray(bl.world_positions(stacked.traversal))            # (n, B), n at a root
     n = parents.shape[0]
     for b in range(parents.shape[1]):
@@ -189,3 +190,20 @@ def test_child_chains_list_every_child_once():
                 chain.append(c)
                 c = nxt[c, b]
             assert chain == children
+
+
+def test_per_sample_trees_sort_nothing_per_call():
+    """The children chains come with the stacked model (built once with each tree), so a call on
+    per-sample trees runs no sort; the model's construction does (the control)."""
+    models = [m for m, _ in _group(14, 7, 5, root_type=None)]
+    stacked = stack_models(models)
+    q = jnp.zeros((5, models[0].nq))
+
+    def sorts(jaxpr):
+        return sum(eqn.primitive.name == "sort" for eqn in jaxpr.eqns) + sum(
+            sorts(sub) for eqn in jaxpr.eqns for sub in jax.extend.core.jaxprs_in_params(eqn.params))
+
+    call = jax.make_jaxpr(lambda m, q: jaxsoa.rnea(m, q, q[:, :m.nv], q[:, :m.nv]))(stacked, q).jaxpr
+    build = jax.make_jaxpr(lambda parents: jax.vmap(models[0].with_parent)(parents))(stacked.parent).jaxpr
+    assert sorts(call) == 0
+    assert sorts(build) > 0

@@ -302,3 +302,21 @@ def test_storage_order_does_not_change_the_dynamics(seed):
         ref = np.asarray(dynamics(model, q, v, x, f_ext, algorithm))
         ref = ref[np.ix_(v_index, v_index)] if algorithm == "crba" else ref[v_index]
         assert_rel_close(dynamics(stored, *new_inputs, algorithm), ref)
+
+
+@pytest.mark.parametrize("parent", [[-1], [-1, -1, 0, 1, 0, 2, 2, 4], [3, -1, 1, -1, 3, 0, 0]])
+def test_child_chains_list_each_links_children_in_sequence_order(parent):
+    """`first_child` / `next_sibling` of one tree (roots as the world's children, trees stored out of
+    topological order) against a brute-force listing of each position's children."""
+    trav = tree_traversal(np.asarray(parent))
+    n = len(parent)
+    parent_pos = np.asarray(trav.parent_pos)
+    first, nxt = np.asarray(trav.first_child), np.asarray(trav.next_sibling)
+    assert first.shape == (n + 1,) and nxt.shape == (n,)
+    for p in range(n + 1):
+        children = [t for t in range(n) if (parent_pos[t] if parent_pos[t] >= 0 else n) == p]
+        chain, c = [], first[p]
+        while c != n:
+            chain.append(int(c))
+            c = nxt[c]
+        assert chain == children
