@@ -91,16 +91,17 @@ def adjoint_forward_dynamics(aba_recursion: Callable, rnea: Callable, factored=N
     call's aux from aba_factored(...) -> (q̈, aux), and the residual's RNEA by
     rnea_at(model, q, v, q̈, f_ext, aux): the same values and derivatives, its reverse mode reusing the
     link motions and forces the forward ABA computed (`factored = (aba_factored, solve_mass, rnea_at)`).
-    Per sample: q (nq,), v / tau (nv,), f_ext (n, 6) or None (or the same with one leading batch axis
-    for a batched recursion)."""
+    Arguments after f_ext go to aba_factored only (e.g. a forward solve already done, which it returns)
+    and are held constant by the derivatives. Per sample: q (nq,), v / tau (nv,), f_ext (n, 6) or None
+    (or the same with one leading batch axis for a batched recursion)."""
 
-    def solve(model, q, v, tau, f_ext):
+    def solve(model, q, v, tau, f_ext, *given):
         if factored is None:
             return aba_recursion(model, q, v, tau, f_ext), None
-        return factored[0](model, q, v, tau, f_ext)
+        return factored[0](model, q, v, tau, f_ext, *given)
 
     def residual(p, qdd, aux):
-        model, q, v, tau, f_ext = p
+        model, q, v, tau, f_ext = p[:5]
         if factored is not None:
             return tau - factored[2](with_symmetric_inertia(model), q, v, qdd, f_ext, aux)
         return tau - rnea(with_symmetric_inertia(model), q, v, qdd, f_ext)   # r = τ − RNEA(q, v, q̈, f_ext; θ)

@@ -9,7 +9,7 @@ acceleration α_world = [0; −g]. Every pass goes through `jaxsoa.multibody.tra
 
 import jax.numpy as jnp
 
-from jaxsoa.algorithms import batch_last, batch_last_crba, batch_last_rnea
+from jaxsoa.algorithms import batch_last, batch_last_crba, batch_last_rnea, batch_last_vmap
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.algorithms.kinematics import (
     forward_kinematics,
@@ -134,7 +134,9 @@ _aba_adjoint_per_sample = adjoint_forward_dynamics(_aba_recursion, rnea)
 
 @entry_point(q='q', v='v', tau='v', f_ext='f_ext',
              batched=BatchedPath(batch_last.supports, batch_last.aba, stacked=True, reverse=True,
-                                 saves=batch_last.SAVED))
+                                 saves=batch_last.SAVED, residuals=(batch_last_vmap.aba_forward,
+                                                                    batch_last_vmap.aba_given,
+                                                                    batch_last_vmap.aba_placeholder)))
 def aba(model: Model, q, v, tau, f_ext=None):
     """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm
     (innovations form of docs/derivations.md), (nv,). Differentiated by its adjoint

@@ -207,13 +207,16 @@ class BatchedPath(NamedTuple):
     recomputation and extra tracing) or the per-sample function's (`values_to_batch`); `chunk(model)`:
     samples per chunk (default `BATCH_CHUNK`); `saves`: the name (`jax.ad_checkpoint.checkpoint_name`) of
     the values of `fn` that reverse mode keeps per chunk when the batch is chunked (the rest is recomputed
-    before the chunk's backward pass; without a name, all of it)."""
+    before the chunk's backward pass; without a name, all of it); `residuals`: with `reverse`, the
+    (forward, given, placeholder) functions with which reverse mode under `jax.vmap` keeps the forward's
+    residuals instead of recomputing them (`jaxsoa.multibody.vmap_rule.vmap_to_batch`)."""
     supports: Callable
     fn: Callable
     stacked: bool = False
     reverse: bool = False
     chunk: Callable | None = None
     saves: str | None = None
+    residuals: tuple | None = None
 
 
 BATCH_CHUNK = 512
@@ -225,7 +228,7 @@ link motions and forces) and recomputes the rest of a chunk before its backward 
 every chunk's residuals. Read at trace time."""
 
 
-def _chunked(fn, batched: dict, size: int, chunk: int, saves: str | None):
+def chunked(fn, batched: dict, size: int, chunk: int, saves: str | None = None):
     """fn(**batched) for arrays with leading axis `size`: one call, or `lax.map` over checkpointed chunks
     of `chunk` samples when size is larger, each keeping for reverse mode its inputs and the values named
     `saves`; results (size, ...)."""
@@ -264,7 +267,7 @@ def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, 
         return path.fn(**{**args, **shared, **xs})
 
     chunk = path.chunk(model) if path.chunk else BATCH_CHUNK
-    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), _chunked(call, batched, size, chunk, path.saves))
+    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), chunked(call, batched, size, chunk, path.saves))
 
 
 def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
@@ -316,7 +319,7 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
             if not batched_names and batched is not None and batched.supports(model):
                 kinds = {name: "state" for name, kind in specs.items() if kind in SHAPES}
                 kinds |= {model_name: "model"} if batched.stacked else {}
-                return vmappable_call(checked, fn, arguments, kinds, batched.reverse)
+                return vmappable_call(checked, fn, arguments, kinds, batched.reverse, batched.residuals)
             if not batched_names:
                 return fn(*bound.args, **bound.kwargs)
             lead = batches[batched_names[0]]

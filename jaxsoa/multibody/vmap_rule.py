@@ -5,8 +5,11 @@ VJP as the transpose of a `linear_map`.
 
 Argument kinds: "state" (batched by the whole-batch function; broadcast to the batch there when
 unbatched), "model" (batched there only as a stack, when the `vmap` batches any of its leaves), "fixed"
-(a `vmap` over it maps the per-sample function)."""
+(a `vmap` over it maps the per-sample function), "residual" (what a whole-batch forward left for its
+reverse mode: the whole-batch function runs only when the `vmap` batches it, i.e. when that forward ran
+under the same `vmap`; otherwise the per-sample function, which ignores it)."""
 
+import functools
 import threading
 
 import jax
@@ -71,7 +74,8 @@ def _batched(per_sample, whole_batch, kinds):
         if not any(batched):
             out = replay(*args)
             return out, jax.tree.map(lambda _: False, out)
-        if axis_size < VMAP_MIN_BATCH or any(b and k == "fixed" for b, k in zip(batched, kinds, strict=True)):
+        if axis_size < VMAP_MIN_BATCH or any((b and k == "fixed") or (not b and k == "residual")
+                                             for b, k in zip(batched, kinds, strict=True)):
             out = jax.vmap(replay, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)))(*args)
         else:
             def broadcast(x, is_batched):
@@ -131,26 +135,41 @@ def _vjp(fn, positions, n_args):
     return vjp
 
 
-def vmap_to_batch(per_sample, whole_batch, kinds):
+def vmap_to_batch(per_sample, whole_batch, kinds, residuals=None):
     """`values_to_batch` whose reverse mode under `vmap` also runs on the whole batch (the VJP of whole_batch,
     recomputing its value) when only "state" arguments are differentiated; forward mode, and reverse mode
-    for other arguments, differentiate per_sample."""
+    for other arguments, differentiate per_sample.
+
+    residuals = (forward, given, placeholder) keeps the whole batch's forward instead of recomputing it:
+    forward(*args) -> (whole_batch(*args), res) with res's leaves batch-first, given(res, *args) -> the same
+    value computed from res (its VJP is the reverse mode; no forward pass), placeholder(*args) -> a zero
+    res of one sample (the per-sample forward's, which its per-sample VJP ignores)."""
     value = values_to_batch(per_sample, whole_batch, kinds)
 
     def f_jvp(primals, tangents):
-        out = value(*primals)
         live = _live_leaves(primals, tangents)
         if not live:
+            out = value(*primals)
             return out, jax.tree.map(jnp.zeros_like, out)
         positions = [k for _, k, _, _ in live]
         values, u = tuple(x for *_, x, _ in live), tuple(t for *_, t in live)
         of = _replacing(per_sample, positions)
         if any(kinds[i] != "state" for i, *_ in live):
-            return out, jax.jvp(lambda *v: of(primals, v), values, u)[1]
+            return value(*primals), jax.jvp(lambda *v: of(primals, v), values, u)[1]
         tangent = jax.checkpoint(lambda v, u: jax.jvp(lambda *w: of(primals, w), v, u)[1])   # saves v only
         n = len(primals)
-        transpose = values_to_batch(_vjp(per_sample, positions, n), _vjp(whole_batch, positions, n), (*kinds, "state"))
-        return out, linear_map(lambda u: tangent(values, tuple(u)), lambda c: transpose(*primals, c), u, out)
+        if residuals is None:
+            out = value(*primals)
+            transpose = values_to_batch(_vjp(per_sample, positions, n), _vjp(whole_batch, positions, n),
+                                        (*kinds, "state"))
+            return out, linear_map(lambda u: tangent(values, tuple(u)), lambda c: transpose(*primals, c), u, out)
+        forward, given, placeholder = residuals
+        out, res = values_to_batch(lambda *a: (per_sample(*a), placeholder(*a)), forward, kinds)(*primals)
+        per_sample_vjp = _vjp(per_sample, positions, n)
+        given_vjp = _vjp(lambda *a: given(a[-1], *a[:-1]), positions, n + 1)          # (*args, res, c)
+        transpose = values_to_batch(lambda *a: per_sample_vjp(*a[:n], a[-1]),          # res ignored per sample
+                                    given_vjp, (*kinds, "residual", "state"))
+        return out, linear_map(lambda u: tangent(values, tuple(u)), lambda c: transpose(*primals, res, c), u, out)
 
     return _custom_jvp(value, f_jvp, symbolic_zeros=True)
 
@@ -176,10 +195,11 @@ def _without_nested_rules(function):
     return run
 
 
-def vmappable_call(entry, fn, arguments: dict, kinds: dict, reverse: bool):
+def vmappable_call(entry, fn, arguments: dict, kinds: dict, reverse: bool, residuals=None):
     """fn(**arguments) for one sample, whose `jax.vmap` calls entry(**arguments) with a leading batch
-    (`vmap_to_batch` with `reverse`, else `values_to_batch`; `kinds`: each argument's kind, "fixed" where
-    not given). The arguments that are pytrees
+    (`vmap_to_batch` with `reverse` and `residuals`, else `values_to_batch`; `kinds`: each argument's kind,
+    "fixed" where not given; `residuals`: (forward, given, placeholder) taking the arguments by name, `given`
+    the residuals first). The arguments that are pytrees
     of arrays are the inputs, the others fixed; plain fn(**arguments) when one is a function or mixes arrays
     with other values (a `custom_jvp` cannot close over traced values), and inside another wrapped call."""
     if getattr(_tracing, "depth", 0):
@@ -194,5 +214,10 @@ def vmappable_call(entry, fn, arguments: dict, kinds: dict, reverse: bool):
     def call(function):
         return _without_nested_rules(lambda *xs: function(**fixed, **dict(zip(names, xs, strict=True))))
 
-    wrap = vmap_to_batch if reverse else values_to_batch
-    return wrap(call(fn), call(entry), [kinds.get(name, "fixed") for name in names])(*inputs.values())
+    argument_kinds = [kinds.get(name, "fixed") for name in names]
+    if not reverse:
+        return values_to_batch(call(fn), call(entry), argument_kinds)(*inputs.values())
+    if residuals is not None:
+        forward, given, placeholder = residuals
+        residuals = (call(forward), lambda res, *xs: call(functools.partial(given, res))(*xs), call(placeholder))
+    return vmap_to_batch(call(fn), call(entry), argument_kinds, residuals)(*inputs.values())

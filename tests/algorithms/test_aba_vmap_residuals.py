@@ -1,0 +1,100 @@
+"""Reverse mode of `aba` under `jax.vmap` keeps the forward's `Factor` (`jaxsoa.algorithms.batch_last_vmap`,
+`jaxsoa.multibody.vmap_rule.vmap_to_batch`'s residuals): one forward ABA on the core instead of two, the same
+gradients as the per-sample program (float64, 1e-11: different reduction orders), and the per-sample path
+wherever the residuals do not come from the same `vmap` (a `jacrev` of one sample, the cotangents batched)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxsoa
+from jaxsoa.algorithms import batch_last_vmap, dynamics
+from jaxsoa.multibody import arguments, vmap_rule
+from jaxsoa.multibody.joints import JointType
+from tests.algorithms.test_aba_vmap import _models, _states
+from tests.algorithms.test_batch_last import _tree_case
+from tests.helpers.trees import random_group, relative_error, stack_models
+
+
+def _loss(model):
+    def loss(q, v, tau, f_ext):
+        return jnp.sum(jnp.sin(jaxsoa.aba(model, q, v, tau, f_ext)))
+    return loss
+
+
+def _forward_passes(model, batch, fn, *args):
+    """How many forward ABAs on the core the compiled fn(*args) runs: loops carrying ABA's articulated
+    inertias and biases, (n + 1, 27, B) (the solves with a `Factor` carry (n + 1, 6, B))."""
+    carried = f"[{model.n_links + 1},27,{batch}]"
+    text = jax.jit(lambda *a: fn(*a)).lower(*args).compile().as_text()
+    return sum(" while(" in line and carried in line.split(" while(")[0] for line in text.splitlines())
+
+
+@pytest.mark.parametrize("name", [pytest.param("fixed base", marks=pytest.mark.slow), "free-flyer",
+                                  pytest.param("spherical", marks=pytest.mark.slow)])
+def test_vmap_gradient_runs_one_forward_and_equals_the_per_sample_program(name, monkeypatch):
+    """vmap(value_and_grad) of an ABA loss: one forward ABA on the core (two with the residuals dropped, the
+    control: the VJP recomputes the forward); gradients w.r.t. q, v, τ and f_ext equal the per-sample
+    program's, with chunks (padded: 16 samples in chunks of 5) and without."""
+    model = _models()[name]
+    states = _states(model, np.random.default_rng(12))
+    grad = jax.vmap(jax.value_and_grad(_loss(model), argnums=(0, 1, 2, 3)))
+    assert _forward_passes(model, len(states[0]), grad, *states) == 1
+    with monkeypatch.context() as patch:
+        patch.setattr(arguments, "vmappable_call",
+                      lambda entry, fn, args, kinds, reverse, residuals=None:
+                      vmap_rule.vmappable_call(entry, fn, args, kinds, reverse))
+        assert _forward_passes(model, len(states[0]), grad, *states) == 2
+    with monkeypatch.context() as patch:
+        patch.setattr(vmap_rule, "VMAP_MIN_BATCH", 10**9)
+        reference = jax.jit(lambda *x: grad(*x))(*states)
+    for chunk in (arguments.BATCH_CHUNK, 5):
+        with monkeypatch.context() as patch:
+            patch.setattr(arguments, "BATCH_CHUNK", chunk)
+            got = jax.jit(lambda *x: grad(*x))(*states)
+        for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(reference), strict=True):
+            assert relative_error(g, r) < 1e-11
+
+
+def test_vmap_gradient_over_per_sample_models():
+    """A `vmap` over models (a stack of random trees) and states: the forward and its residuals run on the
+    stacked core; gradients equal the per-model autodiff of the recursion (1e-10)."""
+    rng = np.random.default_rng(20)
+    models = [m for _, m, _ in random_group(rng, 6, vmap_rule.VMAP_MIN_BATCH,
+                                            joint_types=(JointType.REVOLUTE, JointType.PRISMATIC))]
+    stacked = stack_models(models)
+    q, v, tau, _ = _states(models[0], np.random.default_rng(13))
+
+    def loss(fd):
+        return lambda model, q, v, tau: jnp.sum(jnp.sin(fd(model, q, v, tau)))
+    grad = jax.vmap(jax.grad(loss(jaxsoa.aba), argnums=(1, 2, 3)))
+    assert _forward_passes(models[0], len(q), grad, stacked, q, v, tau) == 1
+    got = jax.jit(grad)(stacked, q, v, tau)
+    ref = jax.jit(jax.vmap(jax.grad(loss(dynamics.aba_autodiff), argnums=(1, 2, 3))))(stacked, q, v, tau)
+    for g, r in zip(got, ref, strict=True):
+        assert relative_error(g, r) < 1e-10
+
+
+@pytest.mark.parametrize("name", ["fixed base", "free-flyer", "spherical"])
+def test_placeholder_has_the_shape_of_one_sample_of_the_forward(name):
+    model = _models()[name]
+    q, v, tau, f_ext = _states(model, np.random.default_rng(14), batch=3)
+    forward = jax.eval_shape(lambda *x: batch_last_vmap.aba_forward(model, *x)[1], q, v, tau, f_ext)
+    placeholder = batch_last_vmap.aba_placeholder(model, q[0], v[0], tau[0], f_ext[0])
+    assert jax.tree.structure(forward) == jax.tree.structure(placeholder)
+    for f, p in zip(jax.tree.leaves(forward), jax.tree.leaves(placeholder), strict=True):
+        assert f.shape == (3, *p.shape) and f.dtype == p.dtype
+
+
+def test_jacrev_of_one_sample_does_not_use_the_placeholder():
+    """`jacrev` of one sample's q̈ w.r.t. τ on 20 dofs batches only the cotangents (20 ≥ the rule's minimum):
+    the residuals are the per-sample placeholder (zeros), not batched by that `vmap`, so the per-sample VJP
+    runs; the result is M⁻¹ (CRBA's inverse, 1e-10). Under a `vmap` of samples too."""
+    _, model, _ = _tree_case(3, n_links=20, armature=False)
+    q, v, tau, _ = _states(model, np.random.default_rng(15))
+    M_inv = jnp.linalg.inv(jax.vmap(lambda q: jaxsoa.crba(model, q))(q))
+    one = jax.jit(jax.jacrev(lambda t: jaxsoa.aba(model, q[0], v[0], t)))(tau[0])
+    assert relative_error(one, M_inv[0]) < 1e-10
+    many = jax.jit(jax.vmap(jax.jacrev(lambda q, v, t: jaxsoa.aba(model, q, v, t), argnums=2)))(q, v, tau)
+    assert relative_error(many, M_inv) < 1e-10
