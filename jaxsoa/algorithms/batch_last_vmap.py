@@ -40,20 +40,23 @@ def _leading(fn, model: Model, arrays: dict):
     return arguments.chunked(call, batched, size, arguments.BATCH_CHUNK)
 
 
-def _batch_first(tree):
-    return jax.tree.map(lambda x: jnp.moveaxis(x, -1, 0), tree)
-
-
-def _batch_last(tree):
-    return jax.tree.map(lambda x: jnp.moveaxis(x, 0, -1), tree)
+def _layout(size: int):
+    """(to_rows, from_rows) between a chunk's `Factor` leaves (..., B) and the residuals' (B, ...): a reshape (no
+    copy; row b is then not sample b, but each chunk's block is its own, since the chunks tile the batch exactly)
+    when the batch is one chunk or whole chunks, else the transpose (a padded last chunk's rows are dropped)."""
+    if size <= arguments.BATCH_CHUNK or size % arguments.BATCH_CHUNK == 0:
+        return (lambda x: x.reshape((x.shape[-1], *x.shape[:-1])), lambda x: x.reshape((*x.shape[1:], x.shape[0])))
+    return lambda x: jnp.moveaxis(x, -1, 0), lambda x: jnp.moveaxis(x, 0, -1)
 
 
 def aba_forward(model: Model, q, v, tau, f_ext=None):
-    """(q̈ (B, nv), residuals (q̈, `Factor` batch first)): forward dynamics of a leading batch and what its
-    adjoint reuses."""
+    """(q̈ (B, nv), residuals (q̈, `Factor` with the batch axis first)): forward dynamics of a leading batch
+    and what its adjoint reuses."""
+    to_rows = _layout(q.shape[0])[0]
+
     def chunk(model, q, v, tau, f_ext):
         qdd, factor = batch_last._aba_factored(model, q, v, tau, f_ext)
-        return qdd, _batch_first(factor)
+        return qdd, jax.tree.map(to_rows, factor)
 
     qdd, factor = _leading(chunk, model, dict(q=q, v=v, tau=tau, f_ext=f_ext))
     return qdd, (qdd, factor)
@@ -62,16 +65,18 @@ def aba_forward(model: Model, q, v, tau, f_ext=None):
 def aba_given(residuals, model: Model, q, v, tau, f_ext=None):
     """q̈ (B, nv), the residuals' (of `aba_forward` at these arguments), differentiated as `aba` by the adjoint
     from their `Factor`: reverse mode runs no forward pass."""
+    from_rows = _layout(q.shape[0])[1]
+
     def chunk(model, q, v, tau, f_ext, residuals):
-        return _aba_given(model, q, v, tau, f_ext, residuals)
+        qdd, factor = residuals
+        return _aba_given(model, q, v, tau, f_ext, (qdd, jax.tree.map(from_rows, factor)))
 
     return _leading(chunk, model, dict(q=q, v=v, tau=tau, f_ext=f_ext, residuals=residuals))
 
 
 _aba_given = adjoint_forward_dynamics(               # the adjoint whose forward solve is given (its last argument)
     batch_last._aba_recursion, batch_last_rnea.rnea,
-    factored=(lambda *args: (args[-1][0], _batch_last(args[-1][1])), batch_last.solve_mass_matrix,
-              batch_last_rnea.rnea_at))
+    factored=(lambda *args: args[-1], batch_last.solve_mass_matrix, batch_last_rnea.rnea_at))
 
 
 def aba_placeholder(model: Model, q, v, tau, f_ext=None):

@@ -36,7 +36,7 @@ def _forward_passes(model, batch, fn, *args):
 def test_vmap_gradient_runs_one_forward_and_equals_the_per_sample_program(name, monkeypatch):
     """vmap(value_and_grad) of an ABA loss: one forward ABA on the core (two with the residuals dropped, the
     control: the VJP recomputes the forward); gradients w.r.t. q, v, τ and f_ext equal the per-sample
-    program's, with chunks (padded: 16 samples in chunks of 5) and without."""
+    program's, in one chunk and in chunks (16 samples in 2 chunks of 8, in 4 of 5: the last one padded)."""
     model = _models()[name]
     states = _states(model, np.random.default_rng(12))
     grad = jax.vmap(jax.value_and_grad(_loss(model), argnums=(0, 1, 2, 3)))
@@ -49,7 +49,7 @@ def test_vmap_gradient_runs_one_forward_and_equals_the_per_sample_program(name, 
     with monkeypatch.context() as patch:
         patch.setattr(vmap_rule, "VMAP_MIN_BATCH", 10**9)
         reference = jax.jit(lambda *x: grad(*x))(*states)
-    for chunk in (arguments.BATCH_CHUNK, 5):
+    for chunk in (arguments.BATCH_CHUNK, 8, 5):                  # one chunk, whole chunks, a padded last one
         with monkeypatch.context() as patch:
             patch.setattr(arguments, "BATCH_CHUNK", chunk)
             got = jax.jit(lambda *x: grad(*x))(*states)
