@@ -16,7 +16,7 @@ them. `--gradients` adds value+grad of an ABA loss (its adjoint) and of an RNEA 
 reverse mode, and plain autodiff of the same passes) w.r.t. the three states on the three paths (under
 `vmap` the rule's reverse mode is the leading-batch call's VJP), with the ratio to the value in the same
 rounds.
-`--chunks 0,512,…` adds the leading-batch RNEA and ABA compiled with `jaxsoa.multibody.arguments.BATCH_CHUNK`
+`--chunks 0,512,…` adds the leading-batch RNEA and ABA compiled with `jaxsoa.multibody.batched.BATCH_CHUNK`
 set to each value (0: the whole batch in one call), for the chunk-size choice.
 `--chain-links` times the leading-batch RNEA and ABA on revolute chains of those lengths (per-sample
 time against n).
@@ -184,19 +184,19 @@ def _chunk_cases(model, q, v, u, chunks):
     import jax
 
     import jaxsoa
-    from jaxsoa.multibody import arguments
+    from jaxsoa.multibody import batched
 
-    default, cases = arguments.BATCH_CHUNK, {}
+    default, cases = batched.BATCH_CHUNK, {}
     try:
         for chunk in chunks:
-            arguments.BATCH_CHUNK = chunk or q.shape[0]
+            batched.BATCH_CHUNK = chunk or q.shape[0]
             for algo in ("rnea", "aba"):
                 fn = getattr(jaxsoa, algo)
                 compiled = jax.jit(lambda q, v, u, fn=fn: fn(model, q, v, u)).lower(q, v, u).compile()
                 cases[f"jaxsoa {algo} batch-last chunk={chunk}"] = (
                     lambda c=compiled: jax.block_until_ready(c(q, v, u)))
     finally:
-        arguments.BATCH_CHUNK = default
+        batched.BATCH_CHUNK = default
     return cases
 
 

@@ -33,8 +33,8 @@ from jax.ad_checkpoint import checkpoint_name
 
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.algorithms.adjoint import custom_reverse
-from jaxsoa.multibody import arguments
 from jaxsoa.multibody import batch_last as bl
+from jaxsoa.multibody import batched
 from jaxsoa.multibody.model import Model
 from jaxsoa.spatial import batch_last as sp
 
@@ -49,8 +49,8 @@ ABA gains nothing and keeps whole chunks; docs/performance.md, "Chunks")."""
 
 
 def chunk_samples(model: Model) -> int:
-    """Samples per chunk of a leading-batch RNEA on `model` (`jaxsoa.multibody.arguments.BatchedPath.chunk`)."""
-    chunk = arguments.BATCH_CHUNK
+    """Samples per chunk of a leading-batch RNEA on `model` (`jaxsoa.multibody.batched.BatchedPath.chunk`)."""
+    chunk = batched.BATCH_CHUNK
     return chunk if model.n_links <= LONG_MODEL_LINKS else max(1, chunk // 2)
 
 

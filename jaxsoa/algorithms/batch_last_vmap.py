@@ -20,8 +20,8 @@ import jax.numpy as jnp
 from jaxsoa.algorithms import batch_last, batch_last_rnea
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
-from jaxsoa.multibody import arguments
 from jaxsoa.multibody import batch_last as bl
+from jaxsoa.multibody import batched
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.tied import tied_to_states
 
@@ -31,20 +31,20 @@ def _leading(fn, model: Model, arrays: dict):
     samples (a stacked model chunked with them); results (B, ...)."""
     size = jax.tree.leaves(arrays)[0].shape[0]
     stacked = bl.per_sample(model.traversal)
-    batched = {**arrays, "model": model} if stacked else dict(arrays)
+    arrays_and_model = {**arrays, "model": model} if stacked else dict(arrays)
 
     def call(**xs):
         shared, xs = tied_to_states(xs.pop("model") if stacked else model, xs)
         return fn(shared, **xs)
 
-    return arguments.chunked(call, batched, size, arguments.BATCH_CHUNK)
+    return batched.chunked(call, arrays_and_model, size, batched.BATCH_CHUNK)
 
 
 def _layout(size: int):
     """(to_rows, from_rows) between a chunk's `Factor` leaves (..., B) and the residuals' (B, ...): a reshape (no
     copy; row b is then not sample b, but each chunk's block is its own, since the chunks tile the batch exactly)
     when the batch is one chunk or whole chunks, else the transpose (a padded last chunk's rows are dropped)."""
-    if size <= arguments.BATCH_CHUNK or size % arguments.BATCH_CHUNK == 0:
+    if size <= batched.BATCH_CHUNK or size % batched.BATCH_CHUNK == 0:
         return (lambda x: x.reshape((x.shape[-1], *x.shape[:-1])), lambda x: x.reshape((*x.shape[1:], x.shape[0])))
     return lambda x: jnp.moveaxis(x, -1, 0), lambda x: jnp.moveaxis(x, 0, -1)
 

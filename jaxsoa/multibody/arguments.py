@@ -30,14 +30,13 @@ the call runs the `BatchedPath` where it takes stacked models, else the per-samp
 import functools
 import inspect
 from collections.abc import Callable
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.multibody.batched import BatchedPath, run_batched
 from jaxsoa.multibody.model import Model, model_batch
-from jaxsoa.multibody.tied import tied_to_states
 from jaxsoa.multibody.vmap_rule import vmappable_call
 
 
@@ -198,76 +197,9 @@ def _checked_arguments(fn_name, bound, specs, model):
     return batches
 
 
-class BatchedPath(NamedTuple):
-    """A whole-batch implementation of an entry point: `fn` has the entry point's signature and takes
-    every state argument with one leading batch axis (B, ...); `supports(model)` says whether it
-    handles the model (else the per-sample function runs under `jax.vmap`); `stacked`: whether it
-    also takes a stacked model (per-sample trees and data); `reverse`: whether reverse mode under `jax.vmap`
-    runs `fn`'s VJP too (`jaxsoa.multibody.vmap_rule.vmap_to_batch`; it costs per-sample gradients a forward
-    recomputation and extra tracing) or the per-sample function's (`values_to_batch`); `chunk(model)`:
-    samples per chunk (default `BATCH_CHUNK`); `saves`: the name (`jax.ad_checkpoint.checkpoint_name`) of
-    the values of `fn` that reverse mode keeps per chunk when the batch is chunked (the rest is recomputed
-    before the chunk's backward pass; without a name, all of it); `residuals`: with `reverse`, the
-    (forward, given, placeholder) functions with which reverse mode under `jax.vmap` keeps the forward's
-    residuals instead of recomputing them (`jaxsoa.multibody.vmap_rule.vmap_to_batch`)."""
-    supports: Callable
-    fn: Callable
-    stacked: bool = False
-    reverse: bool = False
-    chunk: Callable | None = None
-    saves: str | None = None
-    residuals: tuple | None = None
-
-
-BATCH_CHUNK = 512
-"""Samples per call of a `BatchedPath`: a larger batch runs as `lax.map` over chunks of this many samples
-(the last one padded with copies of the last sample, whose results are dropped), so that one chunk's
-temporaries stay in cache (docs/performance.md, "Chunks"). Each chunk is checkpointed: reverse mode
-saves the chunks' inputs and the values the path names (`BatchedPath.saves`: ABA's q̈ and `Factor`, RNEA's
-link motions and forces) and recomputes the rest of a chunk before its backward pass, instead of storing
-every chunk's residuals. Read at trace time."""
-
-
-def chunked(fn, batched: dict, size: int, chunk: int, saves: str | None = None):
-    """fn(**batched) for arrays with leading axis `size`: one call, or `lax.map` over checkpointed chunks
-    of `chunk` samples when size is larger, each keeping for reverse mode its inputs and the values named
-    `saves`; results (size, ...)."""
-    if size <= chunk:
-        return fn(**batched)
-    count = -(-size // chunk)
-    pad = count * chunk - size
-
-    def split(x):                                 # (size, ...) -> (count, chunk, ...), edge-padded
-        x = jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad, *x.shape[1:]))]) if pad else x
-        return x.reshape((count, chunk, *x.shape[1:]))
-
-    policy = jax.checkpoint_policies.save_only_these_names(saves) if saves else None
-    out = jax.lax.map(jax.checkpoint(lambda xs: fn(**xs), policy=policy), jax.tree.map(split, batched))
-    return jax.tree.map(lambda y: y.reshape((count * chunk, *y.shape[2:]))[:size], out)
-
-
-def _run_batched(path: BatchedPath, model: Model, arguments: dict, specs: dict, lead: tuple, model_name=None):
-    """path.fn on the leading axes `lead` flattened to B: batched states reshaped to (B, ...), shared
-    ones broadcast, in chunks of `path.chunk(model)` (or `BATCH_CHUNK`) samples (with the model, when
-    `model_name` names a stacked one); the result's leading axis is split back into `lead`. Inside, the
-    model and the shared arrays are `tied_to_states` of the chunk."""
-    size = int(np.prod(lead))
-    args, batched = dict(arguments), {}
-    for name, kind in specs.items():
-        value = args.get(name)
-        if kind in SHAPES and isinstance(value, jax.Array):
-            trailing = SHAPES[kind](model)
-            batched[name] = jnp.broadcast_to(value, (*lead, *trailing)).reshape((size, *trailing))
-    if model_name is not None:
-        batched[model_name] = model
-
-    def call(**xs):
-        shared = {name: value for name, value in args.items() if isinstance(value, (Model, jax.Array, np.ndarray))}
-        shared, xs = tied_to_states(shared, xs)
-        return path.fn(**{**args, **shared, **xs})
-
-    chunk = path.chunk(model) if path.chunk else BATCH_CHUNK
-    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), chunked(call, batched, size, chunk, path.saves))
+def _trailing(specs: dict, model: Model) -> dict:
+    """{argument: per-sample shape} of the state arguments among `specs`."""
+    return {name: SHAPES[kind](model) for name, kind in specs.items() if kind in SHAPES}
 
 
 def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
@@ -283,7 +215,7 @@ def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
                              f"'{model_name}' is a stack of {stacked[0]} models: expected {stacked} or no batch axes")
     model = arguments[model_name]
     if batched is not None and batched.stacked and stacked[0] > 0 and batched.supports(model):
-        return _run_batched(batched, model, arguments, specs, stacked, model_name)
+        return run_batched(batched, model, arguments, _trailing(specs, model), stacked, model_name)
 
     def per_sample(model_b, *xs):
         return fn(**{**arguments, model_name: model_b, **dict(zip(names, xs, strict=True))})
@@ -324,7 +256,7 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
                 return fn(*bound.args, **bound.kwargs)
             lead = batches[batched_names[0]]
             if batched is not None and np.prod(lead) > 0 and batched.supports(model):
-                return _run_batched(batched, model, arguments, specs, lead)
+                return run_batched(batched, model, arguments, _trailing(specs, model), lead)
 
             def per_sample(*xs):
                 return fn(**{**arguments, **dict(zip(batched_names, xs, strict=True))})

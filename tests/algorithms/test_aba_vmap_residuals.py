@@ -10,7 +10,7 @@ import pytest
 
 import jaxsoa
 from jaxsoa.algorithms import batch_last_vmap, dynamics
-from jaxsoa.multibody import arguments, vmap_rule
+from jaxsoa.multibody import arguments, batched, vmap_rule
 from jaxsoa.multibody.joints import JointType
 from tests.algorithms.test_aba_vmap import _models, _states
 from tests.algorithms.test_batch_last import _tree_case
@@ -49,9 +49,9 @@ def test_vmap_gradient_runs_one_forward_and_equals_the_per_sample_program(name, 
     with monkeypatch.context() as patch:
         patch.setattr(vmap_rule, "VMAP_MIN_BATCH", 10**9)
         reference = jax.jit(lambda *x: grad(*x))(*states)
-    for chunk in (arguments.BATCH_CHUNK, 8, 5):                  # one chunk, whole chunks, a padded last one
+    for chunk in (batched.BATCH_CHUNK, 8, 5):                  # one chunk, whole chunks, a padded last one
         with monkeypatch.context() as patch:
-            patch.setattr(arguments, "BATCH_CHUNK", chunk)
+            patch.setattr(batched, "BATCH_CHUNK", chunk)
             got = jax.jit(lambda *x: grad(*x))(*states)
         for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(reference), strict=True):
             assert relative_error(g, r) < 1e-11

@@ -22,7 +22,7 @@ import jaxsoa
 from jaxsoa.algorithms import dynamics
 from jaxsoa.integrators import rk4_step, semi_implicit_euler_step
 from jaxsoa.integrators.steps import RK4
-from jaxsoa.multibody import arguments
+from jaxsoa.multibody import batched
 from jaxsoa.multibody.joints import JointType
 from tests.algorithms.test_batch_last import _tree_case
 from tests.helpers.trees import counting, random_group, relative_error
@@ -139,7 +139,7 @@ def test_gradient_keeps_the_core_inside_the_step_loop(monkeypatch):
                 if v.aval.shape and v.aval.shape[-1] == batch]
 
     assert hoisted_batch_outputs(rollout_loss) == [] and hoisted_batch_outputs(user_loop_loss) == []
-    monkeypatch.setattr(arguments, "tied_to_states", lambda shared, states: (shared, states))
+    monkeypatch.setattr(batched, "tied_to_states", lambda shared, states: (shared, states))
     assert len(hoisted_batch_outputs(user_loop_loss)) > 10
 
 

@@ -1,4 +1,4 @@
-"""Chunks of a batched path (`jaxsoa.multibody.arguments.BATCH_CHUNK`): a batch larger than the chunk runs
+"""Chunks of a batched path (`jaxsoa.multibody.batched.BATCH_CHUNK`): a batch larger than the chunk runs
 as `lax.map` over chunks, the last one edge-padded. With the chunk set to 4 samples (read at trace time)
 and batches of 10 (two full chunks and a padded one) and 8 (no padding):
 
@@ -26,7 +26,7 @@ from jax.ad_checkpoint import print_saved_residuals
 
 import jaxsoa
 from jaxsoa.algorithms import batch_last, free_floating, kinematics
-from jaxsoa.multibody import arguments
+from jaxsoa.multibody import batched
 from jaxsoa.multibody.joints import JointType
 from tests.helpers.trees import random_group, relative_error, stack_models
 
@@ -39,9 +39,9 @@ def _state(model, batch, seed=0):
 
 
 def _unchunked(monkeypatch, fn, *args):
-    monkeypatch.setattr(arguments, "BATCH_CHUNK", 10**9)
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 10**9)
     out = jax.jit(fn)(*args)
-    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 4)
     return out
 
 
@@ -57,7 +57,7 @@ def _calls(model):
 @pytest.mark.parametrize("batch", [10, 8])
 def test_chunked_values_and_gradients_equal_one_call(robot_models, monkeypatch, batch):
     model = robot_models["solo12"][0]
-    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 4)
     state = _state(model, batch)
     for name, fn in _calls(model).items():
         assert relative_error(jax.jit(fn)(*state), _unchunked(monkeypatch, fn, *state)) < 1e-13, name
@@ -74,7 +74,7 @@ def test_stacked_models_are_chunked_with_their_states(monkeypatch):
     models = [m for _, m, _ in random_group(np.random.default_rng(3), 7, 10, joint_types=(JointType.REVOLUTE,
                                                                                            JointType.PRISMATIC))]
     stacked = stack_models(models)
-    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 4)
     state = _state(models[0], 10, seed=1)
     for name in ("rnea", "aba"):
         fn = getattr(jaxsoa, name)
@@ -86,7 +86,7 @@ def test_stacked_models_are_chunked_with_their_states(monkeypatch):
 
 
 def test_leading_shape_and_chunk_loop(panda, monkeypatch):
-    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 4)
     q, v, u = (x.reshape(2, 5, -1) for x in _state(panda, 10))
     out = jax.jit(lambda q, v, u: jaxsoa.aba(panda, q, v, u))(q, v, u)
     assert out.shape == (2, 5, panda.nv)
@@ -110,9 +110,9 @@ def test_reverse_mode_keeps_the_chunks_inputs_and_the_named_values(panda, monkey
     def per_link(lines):                          # (n, k, B) arrays: what ABA's passes leave for reverse mode
         return [line for line in lines if f"[{panda.n_links}," in line and "/jaxsoa/" in line]
 
-    monkeypatch.setattr(arguments, "BATCH_CHUNK", 10**9)
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 10**9)
     assert len(per_link(saved())) >= 5                                       # one call: the passes' residuals
-    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 4)
     chunked = saved()
     assert not per_link(chunked), chunked
     assert sum("(chunked.<locals>.split)" in line for line in chunked) == 3  # q, v, τ split into 3 chunks of 4
@@ -131,7 +131,7 @@ def test_long_models_run_rnea_in_half_chunks(panda, monkeypatch):
     chain = jaxsoa.build_model(np.arange(-1, n - 1), [JointType.REVOLUTE] * n, np.tile([0.0, 0.0, 1.0], (n, 1)),
                                np.broadcast_to(np.eye(3), (n, 3, 3)), np.tile([0.1, 0.0, 0.0], (n, 1)), np.ones(n),
                                np.tile([0.05, 0.0, 0.0], (n, 1)), np.broadcast_to(0.01 * np.eye(3), (n, 3, 3)))
-    monkeypatch.setattr(arguments, "BATCH_CHUNK", 4)
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 4)
     state = _state(chain, 8)
 
     def loops(fn, model):
