@@ -15,6 +15,9 @@ one sample, with the inner entry points (`rnea`, `aba`, `crba`, `composite_inert
   this module used before): 1e-12; NaN where a moving joint lies above the hub, finite where the
   links above it are welded;
 * gradients of the batched free-floating ABA against the per-sample path's (1e-10).
+* `rnea_free_floating` with a moving branch beside the hub (not below it), one sample (the hub's
+  mass-matrix columns from the composite inertias) and a leading batch (a second RNEA): its torques fed
+  back to `aba` give the joint and hub accelerations (1e-10), the branch's torques are RNEA's alone.
 
 The free-floating dynamics themselves are checked against Pinocchio in test_free_floating.py, whose
 batched calls now take this path.
@@ -162,3 +165,33 @@ def test_free_floating_aba_gradients_equal_the_per_sample_path(robot_models):
     ref = jax.jit(jax.grad(loss(jax.vmap(fn)), argnums=(0, 1, 2, 3)))(q, v, tau, f)
     for g, r in zip(got, ref, strict=True):
         assert relative_error(g, r) < 1e-10
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["per_sample", "leading_batch"])
+def test_torques_with_a_branch_beside_the_hub(batched):
+    """A hub welded below a fixed root with a moving branch beside it (links 3 and 4, not below the hub):
+    the joint torques of `rnea_free_floating`, fed back to `aba` with no force on the hub, give the joint
+    accelerations asked for and the hub acceleration it returned (a second code path, forward dynamics).
+    The hub's mass-matrix columns reach only the links below it; the branch's torques are RNEA's alone.
+    1e-10: float64 round-off through M⁻¹ (condition ~1e3 here), measured ~1e-14."""
+    rng = np.random.default_rng(8)
+    types = (JointType.FIXED, JointType.FREE, JointType.REVOLUTE, JointType.REVOLUTE, JointType.PRISMATIC,
+             JointType.PRISMATIC)
+    tree = random_tree(rng, 6, link_types=types)
+    tree["parent"] = np.array([-1, 0, 1, 0, 3, 2])
+    model = build_jaxsoa(tree)
+    q, v, qdd_joints, f = _state(model, 9)
+    base_dofs, joint_dofs = free_floating.base_and_joint_dofs(model)
+    if batched:
+        out = free_floating.rnea_free_floating(model, q, v, qdd_joints, f)
+        qdd = dynamics.aba(model, q, v, jnp.zeros((B, model.nv)).at[:, joint_dofs].set(out.tau_joints), f)
+    else:
+        out = jax.vmap(lambda *a: free_floating.rnea_free_floating(model, *a))(q, v, qdd_joints, f)
+        qdd = jax.vmap(lambda q, v, t, f: dynamics.aba(model, q, v, jnp.zeros(model.nv).at[joint_dofs].set(t), f))(
+            q, v, out.tau_joints, f)
+    assert relative_error(qdd[:, joint_dofs], qdd_joints) < 1e-10
+    assert relative_error(qdd[:, base_dofs], out.base_acceleration) < 1e-10
+    branch = np.concatenate([np.arange(model.idx_v[k], model.idx_v[k] + 1) for k in (3, 4)])
+    held = jax.vmap(lambda q, v, a, f: dynamics.rnea(model, q, v, jnp.zeros(model.nv).at[joint_dofs].set(a), f))(
+        q, v, qdd_joints, f)
+    assert relative_error(out.tau_joints[:, np.searchsorted(joint_dofs, branch)], held[:, branch]) < 1e-12
