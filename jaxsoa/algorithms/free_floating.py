@@ -235,8 +235,21 @@ def _euler_rate_matrix(angles):
     return jnp.stack([(R_y @ R_z).T @ eye[0], R_z.T @ eye[1], eye[2]], axis=1)
 
 
+def _check_base_state(names, q, v, nq_base):
+    """q (k + nq_base,) and v (k + 6,) of one sample, floating (ValueError / TypeError naming the argument)."""
+    for name, x in zip(names, (q, v), strict=True):
+        if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
+            raise TypeError(f"argument '{name}' must be a floating-point array, got dtype {jnp.result_type(x)}")
+    if jnp.ndim(q) != 1 or jnp.shape(q)[0] < nq_base:
+        raise ValueError(f"argument '{names[0]}' has shape {jnp.shape(q)}: expected ({nq_base} + joints,), one sample")
+    if jnp.shape(v) != (jnp.shape(q)[0] - nq_base + 6,):
+        raise ValueError(f"argument '{names[1]}' has shape {jnp.shape(v)}: expected ({jnp.shape(q)[0] - nq_base + 6},) "
+                         f"for '{names[0]}' of shape {jnp.shape(q)}")
+
+
 def to_virtual_base_state(q, v):
     """Free-flyer (q (nq,), v (nv,)) -> virtual-base (q (nq − 1,), v (nv,)), hub stored first."""
+    _check_base_state(("q", "v"), q, v, 7)
     R = quat_to_rotation(quat_normalize(q[3:7]))
     angles = jnp.stack([jnp.arctan2(-R[1, 2], R[2, 2]), jnp.arcsin(jnp.clip(R[0, 2], -1.0, 1.0)),
                         jnp.arctan2(-R[0, 1], R[0, 0])])
@@ -246,7 +259,8 @@ def to_virtual_base_state(q, v):
 
 
 def from_virtual_base_state(q_virtual, v_virtual):
-    """Inverse of `to_virtual_base_state`."""
+    """Inverse of `to_virtual_base_state`: q_virtual (nq − 1,), v_virtual (nv,) -> q (nq,), v (nv,)."""
+    _check_base_state(("q_virtual", "v_virtual"), q_virtual, v_virtual, 6)
     eye = jnp.eye(3, dtype=q_virtual.dtype)
     a, b, c = q_virtual[3], q_virtual[4], q_virtual[5]
     R = exp_so3(a * eye[0]) @ exp_so3(b * eye[1]) @ exp_so3(c * eye[2])

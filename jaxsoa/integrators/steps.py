@@ -17,6 +17,7 @@ from jaxsoa.algorithms.dynamics import aba
 from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.config_space import dexp_inv, integrate
 from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.scalars import check_scalar
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +59,9 @@ def ode_rk4_step(f, t, x, dt, *, tableau=RK4):
     `tableau` (`ButcherTableau`, default the classical `RK4`). The stages run in a `lax.fori_loop`
     over a stacked buffer of the k_i, so `f` is traced and compiled once per step, not once per
     stage; the stage time is in the dtype of x's first floating leaf. For flat states without a
-    manifold, e.g. a tether's nodes (`jaxsoa.systems.tether.reels`)."""
+    manifold, e.g. a tether's nodes (`jaxsoa.systems.tether.reels`). t, dt: real scalars, finite when concrete."""
+    check_scalar("t", t)
+    check_scalar("dt", dt)
     n_stages = len(tableau.c)
     A = np.zeros((n_stages, n_stages))
     for i, row in enumerate(tableau.a):

@@ -37,6 +37,7 @@ import numpy as np
 
 from jaxsoa.multibody.batched import BatchedPath, run_batched
 from jaxsoa.multibody.model import Model, model_batch
+from jaxsoa.multibody.scalars import check_positive_steps, check_time_step
 from jaxsoa.multibody.vmap_rule import vmappable_call
 
 
@@ -117,15 +118,6 @@ def nan_unless(ok, tree):
     return jax.tree.map(mark, tree)
 
 
-def check_positive_steps(name: str, n_steps) -> int:
-    """A static step count ≥ 1."""
-    if isinstance(n_steps, (bool, np.bool_)) or not isinstance(n_steps, (int, np.integer)):
-        raise TypeError(f"argument '{name}' must be a Python int, got {type(n_steps).__name__}")
-    if n_steps < 1:
-        raise ValueError(f"argument '{name}' = {n_steps} must be at least 1")
-    return int(n_steps)
-
-
 REFERENCE_FRAMES = ("world", "local", "local_world_aligned")
 """Pinocchio's ReferenceFrame names, as the Jacobians take them."""
 
@@ -135,17 +127,6 @@ def check_reference_frame(reference) -> str:
     if reference not in REFERENCE_FRAMES:
         raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
     return reference
-
-
-def check_time_step(name: str, dt):
-    """dt: a scalar; when concrete, finite and > 0 (ValueError otherwise)."""
-    if jnp.ndim(dt) != 0:
-        raise ValueError(f"argument '{name}' must be a scalar, got shape {jnp.shape(dt)}")
-    if not isinstance(dt, jax.core.Tracer):
-        value = float(dt)
-        if not np.isfinite(value) or value <= 0:
-            raise ValueError(f"argument '{name}' = {value} must be finite and positive")
-    return dt
 
 
 def check_closure_links(name, closure, n_links):
@@ -182,6 +163,8 @@ def _checked_arguments(fn_name, bound, specs, model):
     batches = {}
     for name, kind in specs.items():
         value = bound.arguments.get(name)
+        if value is None and bound.signature.parameters[name].default is inspect.Parameter.empty:
+            raise TypeError(f"{fn_name}: argument '{name}' is required, got None")
         if value is None or (callable(value) and not isinstance(value, (jax.Array, np.ndarray))):
             continue                                   # optional (None) or a function of time/state
         if kind in SCALAR_KINDS:

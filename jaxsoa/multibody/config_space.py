@@ -19,6 +19,7 @@ import numpy as np
 from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.scalars import check_scalar
 from jaxsoa.spatial.algebra import skew
 from jaxsoa.spatial.rotation import quat_exp, quat_multiply, quat_normalize, quat_to_rotation
 
@@ -110,14 +111,19 @@ def _types(model: Model):
 
 
 def neutral(model: Model, dtype=None):
-    """(nq,) zero angles and displacements, identity quaternions, free joints at the origin."""
+    """(nq,) zero angles and displacements, identity quaternions, free joints at the origin; in `dtype`
+    (a floating dtype; default the model's)."""
+    if dtype is not None and not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"argument 'dtype' must be a floating-point dtype, got {jnp.dtype(dtype)}")
     q = np.concatenate([np.zeros(0)] + [np.asarray(_RULES[JointType(t)].neutral) for t in model.joint_types])
     return jnp.asarray(q, dtype or model.joint_axis.dtype)
 
 
 def random_configuration(model: Model, key, angle_range=jnp.pi, position_range=1.0):
     """(nq,) angles and displacements uniform in ±range, uniform random unit quaternions
-    (normalised Gaussians) and free-joint positions uniform in ±position_range."""
+    (normalised Gaussians) and free-joint positions uniform in ±position_range (both finite scalars ≥ 0)."""
+    angle_range, position_range = check_scalar("angle_range", angle_range, 0.0), check_scalar(
+        "position_range", position_range, 0.0)
     k_scalar, k_rotation, k_position = jax.random.split(key, 3)
     q = jax.random.uniform(k_scalar, (model.nq,), model.joint_axis.dtype, -angle_range, angle_range)
     for joint_type, group in _types(model):

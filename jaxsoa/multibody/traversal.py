@@ -23,6 +23,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 tmap = jax.tree_util.tree_map
 
@@ -62,16 +63,34 @@ def link_depth(parent):
 
 
 def tree_traversal(parent, strategy="sequential", unroll=1):
-    """Build the `Traversal` of a traced (n,) parent array."""
+    """Build the `Traversal` of a traced (n,) parent array (one tree or several, parent −1 at each root).
+    A concrete `parent` is checked: 1-D integers in [−1, n), no link its own parent, no cycle (ValueError)."""
     if strategy not in ("sequential", "levels"):
         raise ValueError(f"strategy must be 'sequential' or 'levels', got {strategy!r}")
+    concrete = not isinstance(parent, jax.core.Tracer)
+    if concrete:
+        _check_parent(np.asarray(parent))
     parent = jnp.asarray(parent, jnp.int32)
     depth = link_depth(parent)
+    if concrete and np.any(np.asarray(depth) >= parent.shape[0]):
+        raise ValueError(f"argument 'parent': links {np.flatnonzero(np.asarray(depth) >= parent.shape[0]).tolist()} "
+                         "form a cycle (never reach a root)")
     order = jnp.argsort(depth, stable=True).astype(jnp.int32)
     inverse_order = jnp.argsort(order).astype(jnp.int32)
     parent_of_seq = parent[order]
     parent_pos = jnp.where(parent_of_seq >= 0, inverse_order[jnp.maximum(parent_of_seq, 0)], -1)
     return Traversal(parent, depth, order, parent_pos, inverse_order, *child_chains(parent_pos), strategy, unroll)
+
+
+def _check_parent(parent: np.ndarray):
+    """A host parent array: 1-D integers, each in [−1, n) and not the link itself."""
+    if parent.ndim != 1 or not (np.issubdtype(parent.dtype, np.integer) or parent.size == 0):
+        raise ValueError(f"argument 'parent' must be a 1-D integer array, got {parent.dtype}{list(parent.shape)}")
+    bad = (parent < -1) | (parent >= parent.size) | (parent == np.arange(parent.size))
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"argument 'parent': link {k} has parent {int(parent[k])}, expected −1 (a root) or "
+                         f"another link in [0, {parent.size})")
 
 
 def child_chains(parent_pos):

@@ -14,6 +14,7 @@ from jaxsoa.algorithms.free_floating import base_and_joint_dofs, floating_base, 
 from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.scalars import check_gain
 
 
 class PDGains(NamedTuple):
@@ -24,7 +25,8 @@ class PDGains(NamedTuple):
 
 
 def critically_damped_gains(omega) -> PDGains:
-    """(K_p, K_d) = (ω², 2ω) for a closed-loop natural frequency ω [rad/s]."""
+    """(K_p, K_d) = (ω², 2ω) for a closed-loop natural frequency ω [rad/s] (> 0; a scalar or one per joint)."""
+    check_gain("omega", omega, positive=True)
     return PDGains(omega**2, 2 * omega)
 
 
@@ -52,7 +54,8 @@ def _require_free_floating_arm(model: Model):
 @entry_point(_require_one_dof, q='q', v='v', q_des='q', v_des='v', a_des='v', f_ext='f_ext')
 def computed_torque(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None):
     """Fixed base: τ = RNEA(q, v, a_cmd). All joints must be 1-DoF (q − q_des is then a tangent
-    vector); for a floating hub use `computed_torque_free_floating`."""
+    vector); for a floating hub use `computed_torque_free_floating`. kp, kd: scalars or (nv,), ≥ 0."""
+    kp, kd = check_gain("kp", kp, model.nv), check_gain("kd", kd, model.nv)
     return rnea(model, q, v, commanded_acceleration(q, v, q_des, v_des, a_des, kp, kd), f_ext)
 
 
@@ -60,7 +63,8 @@ def computed_torque(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None)
 def computed_torque_free_floating(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None):
     """Free-floating hub: joint torques (nv − 6,) that give the joints a_cmd while the hub moves
     freely (momentum conserved). q_des, v_des, a_des are joint-space targets (nv − 6,); the joints
-    other than the hub's must be 1-DoF."""
+    other than the hub's must be 1-DoF. kp, kd: scalars or (nv − 6,), ≥ 0."""
+    kp, kd = check_gain("kp", kp, model.nv - 6), check_gain("kd", kd, model.nv - 6)
     _, joint_dofs = base_and_joint_dofs(model)
     a_cmd = commanded_acceleration(q[JointType.FREE.nq:], v[joint_dofs], q_des, v_des, a_des, kp, kd)
     return rnea_free_floating(model, q, v, a_cmd, f_ext).tau_joints

@@ -2,7 +2,7 @@
 
 Every function of the package that carries `argument_kinds` is called here with valid arguments
 (it must run), then with each state argument one entry short, one entry long, with a trailing unit
-axis and with an integer dtype: each must raise naming the argument. Valid inputs are unchanged by
+axis and with an integer dtype, and each required one as None: each must raise naming the argument. Valid inputs are unchanged by
 the checks: float32 states on a float64 model are cast (equal to the float64 call to float32
 rounding), and a leading batch equals `jax.vmap` of the per-sample call exactly (the same program).
 """
@@ -116,6 +116,9 @@ def test_bad_state_shapes_and_dtypes_are_rejected(name, models):
     else:
         jax.block_until_ready(fn(**kwargs))                                  # valid arguments run
     for arg, kind in fn.argument_kinds.items():
+        if inspect.signature(fn).parameters[arg].default is inspect.Parameter.empty:
+            with pytest.raises(TypeError, match=f"argument '{arg}' is required, got None"):
+                fn(**{**kwargs, arg: None})
         if kind in ("link", "dt", "steps", "closure", "mask_v"):
             continue
         for label, bad in _corruptions(kwargs[arg]):

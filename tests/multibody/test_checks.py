@@ -22,13 +22,19 @@ from tests.multibody.test_build import BAD_BUILD, NAMES, valid_fields
 TRACED_CASES = {k: v for k, v in BAD_BUILD.items() if k != "joint_type_unknown"}   # joint types are static
 
 
+def _traced_parent(model, parent):
+    """model.with_parent(parent) built under `jit`: a traced parent array is data, so a bad one is not
+    rejected there (a concrete one is, by `tree_traversal`) and reaches the traced checks."""
+    return jax.jit(lambda m, p: m.with_parent(p))(model, jnp.asarray(parent, jnp.int32))
+
+
 def _traced_corruption(mutate):
     """The valid float64 model with one field replaced by its corrupted value (no host validation)."""
     model = jaxsoa.build_model(**valid_fields(), dtype=jnp.float64)
     fields = valid_fields()
     mutate(fields)
     if not np.array_equal(fields["parent"], valid_fields()["parent"]):
-        return model.with_parent(jnp.asarray(fields["parent"], jnp.int32))
+        return _traced_parent(model, fields["parent"])
     if "inboard_interface" in fields:
         return dataclasses.replace(model, inboard_interface=jnp.asarray(fields["inboard_interface"], jnp.int32))
     changes = {}
@@ -76,7 +82,7 @@ def test_gravity_and_missing_root():
     assert not bool(model_valid(nan_gravity))
     err, _ = checkify.checkify(check_model)(nan_gravity)
     assert "'gravity'" in err.get()
-    cyclic = model.with_parent(jnp.array([1, 0, 1, 1], jnp.int32))          # no root: 0 ↔ 1
+    cyclic = _traced_parent(model, [1, 0, 1, 1])                           # no root: 0 ↔ 1
     assert not bool(model_valid(cyclic))
 
 

@@ -111,7 +111,7 @@ def test_checkify_reports_bad_traced_models(group):
     err.throw()                                                         # a valid model passes
     root = int(model.parent.argmin())
     child = int(np.flatnonzero(np.asarray(model.parent) == root)[0])
-    cyclic = model.with_parent(model.parent.at[root].set(child))     # root ↔ child loop
+    cyclic = jax.jit(lambda m, p: m.with_parent(p))(model, model.parent.at[root].set(child))   # root ↔ child, traced
     with pytest.raises(checkify.JaxRuntimeError, match=r"cycle|root"):
         checked(cyclic, q)[0].throw()
     with pytest.raises(checkify.JaxRuntimeError, match="'mass' is negative"):

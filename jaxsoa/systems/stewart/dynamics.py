@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from jaxsoa.integrators.rollout import rollout_steps
 from jaxsoa.integrators.steps import ode_rk4_step
-from jaxsoa.multibody.arguments import check_positive_steps, check_time_step
+from jaxsoa.multibody.scalars import check_positive_steps, check_time_step
 from jaxsoa.spatial.algebra import skew
 from jaxsoa.spatial.rotation import quat_multiply, quat_normalize, quat_to_rotation
 from jaxsoa.spatial.small_linalg import solve
