@@ -67,14 +67,10 @@ def tree_traversal(parent, strategy="sequential", unroll=1):
     A concrete `parent` is checked: 1-D integers in [−1, n), no link its own parent, no cycle (ValueError)."""
     if strategy not in ("sequential", "levels"):
         raise ValueError(f"strategy must be 'sequential' or 'levels', got {strategy!r}")
-    concrete = not isinstance(parent, jax.core.Tracer)
-    if concrete:
+    if not isinstance(parent, jax.core.Tracer):
         _check_parent(np.asarray(parent))
     parent = jnp.asarray(parent, jnp.int32)
     depth = link_depth(parent)
-    if concrete and np.any(np.asarray(depth) >= parent.shape[0]):
-        raise ValueError(f"argument 'parent': links {np.flatnonzero(np.asarray(depth) >= parent.shape[0]).tolist()} "
-                         "form a cycle (never reach a root)")
     order = jnp.argsort(depth, stable=True).astype(jnp.int32)
     inverse_order = jnp.argsort(order).astype(jnp.int32)
     parent_of_seq = parent[order]
@@ -83,7 +79,9 @@ def tree_traversal(parent, strategy="sequential", unroll=1):
 
 
 def _check_parent(parent: np.ndarray):
-    """A host parent array: 1-D integers, each in [−1, n) and not the link itself."""
+    """A host parent array: 1-D integers, each in [−1, n), not the link itself, every link reaching a root
+    (pointer jumping on the host, as `link_depth`: after 2^r ≥ n jumps a link still short of a root is on
+    a cycle). On the host: inside a trace, jnp operations on a constant are traced too."""
     if parent.ndim != 1 or not (np.issubdtype(parent.dtype, np.integer) or parent.size == 0):
         raise ValueError(f"argument 'parent' must be a 1-D integer array, got {parent.dtype}{list(parent.shape)}")
     bad = (parent < -1) | (parent >= parent.size) | (parent == np.arange(parent.size))
@@ -91,6 +89,12 @@ def _check_parent(parent: np.ndarray):
         k = int(np.flatnonzero(bad)[0])
         raise ValueError(f"argument 'parent': link {k} has parent {int(parent[k])}, expected −1 (a root) or "
                          f"another link in [0, {parent.size})")
+    ancestor = parent.astype(np.int64)
+    for _ in range(max(1, math.ceil(math.log2(max(parent.size, 2)))) + 1):
+        ancestor = np.where(ancestor >= 0, ancestor[np.maximum(ancestor, 0)], -1)
+    if np.any(ancestor >= 0):
+        raise ValueError(f"argument 'parent': links {np.flatnonzero(ancestor >= 0).tolist()} form a cycle "
+                         "(never reach a root)")
 
 
 def child_chains(parent_pos):

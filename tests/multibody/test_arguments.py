@@ -2,9 +2,10 @@
 
 Every function of the package that carries `argument_kinds` is called here with valid arguments
 (it must run), then with each state argument one entry short, one entry long, with a trailing unit
-axis and with an integer dtype, and each required one as None: each must raise naming the argument. Valid inputs are unchanged by
-the checks: float32 states on a float64 model are cast (equal to the float64 call to float32
-rounding), and a leading batch equals `jax.vmap` of the per-sample call exactly (the same program).
+axis and with an integer dtype, and each required one as None: each must raise naming the argument.
+Valid inputs are unchanged by the checks: float32 states on a float64 model are cast (equal to the
+float64 call to float32 rounding), and a leading batch equals `jax.vmap` of the per-sample call exactly
+(the same program).
 """
 
 import inspect

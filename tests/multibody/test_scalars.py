@@ -110,6 +110,7 @@ def test_virtual_base_state_shapes():
 @pytest.mark.parametrize("parent, match", [
     ([1, 0], r"links \[0, 1\] form a cycle"),
     ([-1, 2, 1], r"links \[1, 2\] form a cycle"),
+    ([-1, 3, 1, 2], r"links \[1, 2, 3\] form a cycle"),
     ([-1, 0, 5], r"link 2 has parent 5"),
     ([-1, 1], r"link 1 has parent 1"),
     ([-2, 0], r"link 0 has parent -2"),
@@ -124,6 +125,19 @@ def test_tree_traversal_checks_a_concrete_parent_array(parent, match):
 def test_with_parent_rejects_a_concrete_cycle(arm):
     with pytest.raises(ValueError, match=r"form a cycle"):
         arm.with_parent(np.r_[1, 0, np.arange(1, arm.n_links - 1)])
+
+
+def test_with_parent_of_a_constant_inside_a_trace(arm):
+    """A concrete parent array inside a traced function (e.g. a rollout's stage rebuilding the traversal)
+    is checked on the host: a valid one runs, a cycle raises."""
+    q, v = jaxsoa.neutral(arm), jnp.zeros(arm.nv)
+
+    def rebuilt(parent):
+        return jax.jit(lambda q, v: jaxsoa.aba(arm.with_parent(parent, unroll=2), q, v, v))(q, v)
+
+    np.testing.assert_array_equal(rebuilt(arm.parent), jaxsoa.aba(arm, q, v, v))
+    with pytest.raises(ValueError, match=r"form a cycle"):
+        rebuilt(np.r_[1, 0, np.arange(1, arm.n_links - 1)])
 
 
 def test_tree_traversal_accepts_forests_and_out_of_order_storage():
