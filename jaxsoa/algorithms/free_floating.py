@@ -236,15 +236,18 @@ def _euler_rate_matrix(angles):
 
 
 def _check_base_state(names, q, v, nq_base):
-    """q (k + nq_base,) and v (k + 6,) of one sample, floating (ValueError / TypeError naming the argument)."""
+    """q (nq_base + joint coordinates,) and v (6 + joint velocities,) of one sample, floating, with no more joint
+    velocities than joint coordinates (every joint has nq ≥ nv); the exact lengths need the model
+    (ValueError / TypeError naming the argument)."""
     for name, x in zip(names, (q, v), strict=True):
         if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
             raise TypeError(f"argument '{name}' must be a floating-point array, got dtype {jnp.result_type(x)}")
-    if jnp.ndim(q) != 1 or jnp.shape(q)[0] < nq_base:
-        raise ValueError(f"argument '{names[0]}' has shape {jnp.shape(q)}: expected ({nq_base} + joints,), one sample")
-    if jnp.shape(v) != (jnp.shape(q)[0] - nq_base + 6,):
-        raise ValueError(f"argument '{names[1]}' has shape {jnp.shape(v)}: expected ({jnp.shape(q)[0] - nq_base + 6},) "
-                         f"for '{names[0]}' of shape {jnp.shape(q)}")
+    for name, x, base in zip(names, (q, v), (nq_base, 6), strict=True):
+        if jnp.ndim(x) != 1 or jnp.shape(x)[0] < base:
+            raise ValueError(f"argument '{name}' has shape {jnp.shape(x)}: expected ({base} + joints,), one sample")
+    if jnp.shape(v)[0] - 6 > jnp.shape(q)[0] - nq_base:
+        raise ValueError(f"argument '{names[1]}' has shape {jnp.shape(v)}: more joint velocities than '{names[0]}' "
+                         f"of shape {jnp.shape(q)} has joint coordinates")
 
 
 def to_virtual_base_state(q, v):

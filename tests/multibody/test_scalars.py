@@ -4,7 +4,8 @@ pass (the control); a traced value is checked for its shape only, so the same ca
 
 Covered: `critically_damped_gains` (ω > 0), the PD gains of `computed_torque` / `computed_torque_free_floating`
 (a scalar or one per joint, ≥ 0), `random_configuration`'s ranges (finite scalars ≥ 0), `neutral`'s dtype,
-`to_virtual_base_state` / `from_virtual_base_state` (one sample, consistent lengths), `tree_traversal` on a
+`to_virtual_base_state` / `from_virtual_base_state` (one sample; no more joint velocities than joint
+coordinates: a spherical joint has 4 and 3, so the exact lengths need the model), `tree_traversal` on a
 concrete parent array (in range, not itself, no cycle), and `ode_rk4_step`'s t and dt (finite scalars).
 """
 
@@ -95,14 +96,16 @@ def test_virtual_base_state_shapes():
     np.testing.assert_allclose(back_v, v, atol=1e-12)
     with pytest.raises(ValueError, match=r"'q' has shape \(5,\): expected \(7 \+ joints,\)"):
         jaxsoa.to_virtual_base_state(jnp.zeros(5), v)
-    with pytest.raises(ValueError, match=r"'v' has shape \(9,\): expected \(8,\)"):
+    with pytest.raises(ValueError, match=r"'v' has shape \(9,\): more joint velocities than 'q'"):
         jaxsoa.to_virtual_base_state(q, jnp.zeros(9))
+    with pytest.raises(ValueError, match=r"'v' has shape \(5,\): expected \(6 \+ joints,\)"):
+        jaxsoa.to_virtual_base_state(q, jnp.zeros(5))
     with pytest.raises(ValueError, match=r"'q' has shape \(2, 9\)"):
         jaxsoa.to_virtual_base_state(jnp.stack([q, q]), v)
     with pytest.raises(TypeError, match=r"'v' must be a floating-point array"):
         jaxsoa.to_virtual_base_state(q, jnp.arange(8))
-    with pytest.raises(ValueError, match=r"'v_virtual' has shape \(7,\): expected \(8,\)"):
-        jaxsoa.from_virtual_base_state(qv, jnp.zeros(7))
+    with pytest.raises(ValueError, match=r"'v_virtual' has shape \(9,\): more joint velocities"):
+        jaxsoa.from_virtual_base_state(qv, jnp.zeros(9))
     with pytest.raises(ValueError, match=r"'q_virtual' has shape \(4,\)"):
         jaxsoa.from_virtual_base_state(jnp.zeros(4), jnp.zeros(4))
 
