@@ -42,22 +42,32 @@ link motions and forces) and recomputes the rest of a chunk before its backward 
 every chunk's residuals. Read at trace time."""
 
 
-def chunked(fn, batched: dict, size: int, chunk: int, saves: str | None = None):
+def chunk_shape(size: int, chunk: int) -> tuple:
+    """(count, width): `chunked`'s chunks of a batch of `size` samples, one of `size` when it fits in one."""
+    return (1, size) if size <= chunk else (-(-size // chunk), chunk)
+
+
+def chunked(fn, batched: dict, size: int, chunk: int, saves: str | None = None, split: dict | None = None,
+            stack: bool = False):
     """fn(**batched) for arrays with leading axis `size`: one call, or `lax.map` over checkpointed chunks
     of `chunk` samples when size is larger, each keeping for reverse mode its inputs and the values named
-    `saves`; results (size, ...)."""
-    if size <= chunk:
-        return fn(**batched)
-    count = -(-size // chunk)
+    `saves`; results (size, ...). `split`: arrays already in chunks, (count, ...) as `chunk_shape` counts
+    them, one entry per call; `stack`: results as the calls return them, stacked (count, ...)."""
+    count = chunk_shape(size, chunk)[0]
+    split = split or {}
+    if count == 1:
+        out = fn(**batched, **jax.tree.map(lambda x: x[0], split))
+        return jax.tree.map(lambda y: y[None], out) if stack else out
     pad = count * chunk - size
 
-    def split(x):                                 # (size, ...) -> (count, chunk, ...), edge-padded
+    def split_batch(x):                           # (size, ...) -> (count, chunk, ...), edge-padded
         x = jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad, *x.shape[1:]))]) if pad else x
         return x.reshape((count, chunk, *x.shape[1:]))
 
     policy = jax.checkpoint_policies.save_only_these_names(saves) if saves else None
-    out = jax.lax.map(jax.checkpoint(lambda xs: fn(**xs), policy=policy), jax.tree.map(split, batched))
-    return jax.tree.map(lambda y: y.reshape((count * chunk, *y.shape[2:]))[:size], out)
+    out = jax.lax.map(jax.checkpoint(lambda xs: fn(**xs), policy=policy),
+                      {**jax.tree.map(split_batch, batched), **split})
+    return out if stack else jax.tree.map(lambda y: y.reshape((count * chunk, *y.shape[2:]))[:size], out)
 
 
 def run_batched(path: BatchedPath, model: Model, arguments: dict, trailing: dict, lead: tuple, model_name=None):
