@@ -6,13 +6,15 @@ import numpy as np
 
 
 def tied_to_states(shared, states):
-    """(shared, states) with every array leaf of both (the model's topology included) passed through one
-    `lax.optimization_barrier`: each output depends on every input, so no value of the call depends on
-    the model alone. Reason (docs/performance.md, "Loop-invariant hoisting"): linearising a loop, JAX
-    evaluates the part of its body that depends only on loop constants (here the model) outside the
-    loop; on the batch-last core that split every staged pass into a model-only half and a state half
-    with batch-sized residuals between them, which made a rollout's gradient program 2.3× larger and its
-    run 1.2–1.3× slower."""
+    """(shared, states) with every array leaf of both (the model's topology included) tied together when
+    they are differentiated: there, one `lax.optimization_barrier` makes each output depend on every input,
+    so no value of the call depends on the model alone. Reason (docs/performance.md, "Loop-invariant
+    hoisting"): linearising a loop, JAX evaluates the part of its body that depends only on loop constants
+    (here the model) outside the loop; on the batch-last core that split every staged pass into a
+    model-only half and a state half with batch-sized residuals between them, which made a rollout's
+    gradient program 2.3× larger and its run 1.2–1.3× slower. A call that is not differentiated passes
+    its arrays unchanged: there the barrier kept XLA from hoisting the model's terms out of the chunk
+    loop, and cost ABA 1.25–2.7× (docs/performance.md, "The tie only where JAX linearises")."""
     leaves, tree = jax.tree.flatten((shared, states))
     arrays = [i for i, x in enumerate(leaves) if isinstance(x, (jax.Array, np.ndarray))]
     for i, x in zip(arrays, _tied(*(leaves[i] for i in arrays)), strict=True):
@@ -22,15 +24,15 @@ def tied_to_states(shared, states):
 
 @jax.custom_jvp
 def _tied(*arrays):
-    """The arrays through one `lax.optimization_barrier` (a tuple)."""
-    return tuple(jax.lax.optimization_barrier(arrays))
+    """The arrays unchanged (a tuple); their JVP ties the primals (`_tied_jvp`)."""
+    return tuple(arrays)
 
 
 def _tied_jvp(primals, tangents):
-    """The barrier on the primals only; the tangents pass unchanged, symbolic zeros kept (the barrier's
-    own JVP instantiates them, which perturbs the undifferentiated model and makes reverse mode save
-    and transpose its linearisation)."""
-    return _tied(*primals), tuple(tangents)
+    """The primals through one `lax.optimization_barrier` and the tangents unchanged, symbolic zeros kept
+    (the barrier's own JVP instantiates them, which perturbs the undifferentiated model and makes reverse
+    mode save and transpose its linearisation)."""
+    return tuple(jax.lax.optimization_barrier(tuple(primals))), tuple(tangents)
 
 
 _tied.defjvp(_tied_jvp, symbolic_zeros=True)
