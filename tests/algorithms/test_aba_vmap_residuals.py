@@ -4,6 +4,7 @@ gradients as the per-sample program (float64, 1e-11: different reduction orders)
 wherever the residuals do not come from the same `vmap` (a `jacrev` of one sample, the cotangents batched)."""
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -98,3 +99,43 @@ def test_jacrev_of_one_sample_does_not_use_the_placeholder():
     assert relative_error(one, M_inv[0]) < 1e-10
     many = jax.jit(jax.vmap(jax.jacrev(lambda q, v, t: jaxsoa.aba(model, q, v, t), argnums=2)))(q, v, tau)
     assert relative_error(many, M_inv) < 1e-10
+
+
+@pytest.mark.parametrize("size, chunk", [(16, 8), (16, 5), (6, 512)])
+def test_residual_rows_give_each_chunk_its_own_block_back(size, chunk):
+    """`_to_rows` (chunks stacked (count, ..., width) -> (B, ...)) and `_from_rows` are inverse for whole chunks
+    (one reshape: row b is not sample b), a padded last chunk (the transpose: row b is sample b, the padding
+    rows copies of the last) and one chunk; exact (they only move entries)."""
+    count, width = batched.chunk_shape(size, chunk)
+    x = jnp.arange(count * 3 * 2 * width, dtype=jnp.float64).reshape((count, 3, 2, width))
+    if count * width > size:                    # a chunked call's padded entries: copies of the last sample
+        flat = jnp.moveaxis(x, -1, 1).reshape((count * width, 3, 2))
+        flat = flat.at[size:].set(flat[size - 1])
+        x = jnp.moveaxis(flat.reshape((count, width, 3, 2)), 1, -1)
+        np.testing.assert_array_equal(batch_last_vmap._to_rows(x, size), flat[:size])
+    rows = batch_last_vmap._to_rows(x, size)
+    assert rows.shape == (size, 3, 2)
+    np.testing.assert_array_equal(batch_last_vmap._from_rows(rows, count, width), x)
+
+
+def test_the_forward_reshapes_its_factor_once_outside_the_chunk_loop(monkeypatch):
+    """`aba_forward` over whole chunks: no reshape of a `Factor` leaf inside the chunk loop (one per chunk was a
+    copy there, 1.6× ABA's value against 1.2×, docs/performance.md), one per leaf after it."""
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 4)
+    model = _models()["free-flyer"]
+    q, v, tau, f_ext = (x[:12] for x in _states(model, np.random.default_rng(14)))
+    jaxpr = jax.make_jaxpr(lambda *x: batch_last_vmap.aba_forward(model, *x))(q, v, tau, f_ext).jaxpr
+    loops = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan"]
+    assert len(loops) == 1
+
+    def factor_reshapes(jaxpr):                           # (..., width) -> (width, ...), nested jaxprs included
+        found = [e for e in jaxpr.eqns if e.primitive.name == "reshape" and e.invars[0].aval.ndim >= 2
+                 and e.invars[0].aval.shape[-1] == 4 and e.outvars[0].aval.shape[0] == 4]
+        return found + [e for eqn in jaxpr.eqns for sub in jax.extend.core.jaxprs_in_params(eqn.params)
+                        for e in factor_reshapes(sub)]
+
+    assert factor_reshapes(loops[0].params["jaxpr"].jaxpr) == []
+    n_leaves = len(jax.tree.leaves(batch_last_vmap.aba_placeholder(model, q[0], v[0], tau[0])[1]))
+    after = [e for e in jaxpr.eqns if e.primitive.name == "reshape" and e.invars[0].aval.shape[0] == 3
+             and e.outvars[0].aval.shape[0] == 12]
+    assert len(after) >= n_leaves

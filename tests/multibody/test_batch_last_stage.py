@@ -3,11 +3,11 @@ function (checked against the same function without the barrier, the second code
 closed-over tracers of the staged function differentiated too, and whose tangent carries no cond."""
 
 import jax
-import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.multibody import batch_last as bl
+from tests.helpers.jaxprs import count_primitive
 
 
 def _staged_and_plain(x, w):
@@ -31,16 +31,6 @@ def _inputs():
     return jnp.asarray(rng.normal(size=5)), jnp.asarray(rng.normal(size=5))
 
 
-def _count(jaxpr, name):
-    """Occurrences of primitive `name` in a jaxpr, nested jaxprs included."""
-    total = 0
-    for eqn in jaxpr.eqns:
-        total += eqn.primitive.name == name
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            total += _count(sub, name)
-    return total
-
-
 def test_value_and_derivatives_equal_the_unstaged_function():
     # tolerance 1e-13 (float64): the two paths evaluate the same operations in the same order.
     x, w = _inputs()
@@ -60,5 +50,5 @@ def test_the_tangent_has_no_cond_and_the_primal_keeps_its_barrier():
     x, w = _inputs()
     fn = lambda x: _staged_and_plain(x, w)[0]              # noqa: E731
     _, f_jvp = jax.linearize(fn, x)
-    assert _count(jax.make_jaxpr(f_jvp)(x).jaxpr, "cond") == 0
-    assert _count(jax.make_jaxpr(fn)(x).jaxpr, "cond") == 1
+    assert count_primitive(jax.make_jaxpr(f_jvp)(x).jaxpr, "cond") == 0
+    assert count_primitive(jax.make_jaxpr(fn)(x).jaxpr, "cond") == 1

@@ -1,0 +1,49 @@
+"""`jaxsoa.multibody.tied.tied_to_states`: the barrier that keeps JAX from splitting a differentiated call
+into a model-only half and a state half appears only where JAX linearises (a JVP, hence reverse mode); an
+undifferentiated call passes its arrays unchanged, so XLA may hoist the model's terms out of the chunk
+loop (docs/performance.md, "The tie only where JAX linearises"). Values and derivatives are those of the
+identity (exactly: the barrier computes nothing)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxsoa
+from jaxsoa.multibody import batched
+from jaxsoa.multibody.joints import JointType
+from jaxsoa.multibody.tied import tied_to_states
+from tests.helpers.jaxprs import count_primitive
+from tests.helpers.trees import build_jaxsoa, random_tree
+
+
+def _case(batch):
+    rng = np.random.default_rng(4)
+    model = build_jaxsoa(random_tree(rng, 5, joint_types=(JointType.REVOLUTE, JointType.PRISMATIC)))
+    q, v, tau = (jnp.asarray(rng.normal(size=(batch, model.nv))) for _ in range(3))
+    return model, q, v, tau
+
+
+def test_values_pass_unchanged_and_derivatives_are_the_identity():
+    model, q, v, _ = _case(3)
+    shared, states = tied_to_states(model, dict(q=q, v=v))
+    for a, b in zip(jax.tree.leaves((shared, states)), jax.tree.leaves((model, dict(q=q, v=v))), strict=True):
+        np.testing.assert_array_equal(a, b)
+    jaxpr = jax.make_jaxpr(lambda m, q: tied_to_states(m, q))(model, q)
+    assert count_primitive(jaxpr.jaxpr, "optimization_barrier") == 0
+    f = lambda q, mass: jnp.sum(tied_to_states(mass, q)[1] ** 2) * jnp.sum(tied_to_states(mass, q)[0])  # noqa: E731
+    jvp = jax.make_jaxpr(lambda q, mass: jax.jvp(f, (q, mass), (q, mass)))(q, model.mass)
+    assert count_primitive(jvp.jaxpr, "optimization_barrier") >= 1
+    grad = jax.grad(f, argnums=(0, 1))(q, model.mass)
+    np.testing.assert_array_equal(grad[0], 2 * q * jnp.sum(model.mass))
+    np.testing.assert_array_equal(grad[1], jnp.full_like(model.mass, jnp.sum(q ** 2)))
+
+
+def test_a_chunked_value_call_has_no_barrier_and_its_gradient_has_one_per_chunk_call(monkeypatch):
+    """The leading-batch ABA over 3 chunks: the value's program has no `optimization_barrier`; reverse mode's
+    ties each chunk's call (the barrier sits in the chunk loop's body, traced once)."""
+    monkeypatch.setattr(batched, "BATCH_CHUNK", 4)
+    model, q, v, tau = _case(10)
+    value = jax.make_jaxpr(lambda q, v, tau: jaxsoa.aba(model, q, v, tau))(q, v, tau)
+    assert count_primitive(value.jaxpr, "optimization_barrier") == 0
+    grad = jax.make_jaxpr(jax.grad(lambda q, v, tau: jnp.sum(jnp.sin(jaxsoa.aba(model, q, v, tau)))))(q, v, tau)
+    assert count_primitive(grad.jaxpr, "optimization_barrier") >= 1
