@@ -24,15 +24,22 @@ def tied_to_states(shared, states):
 
 @jax.custom_jvp
 def _tied(*arrays):
-    """The arrays unchanged (a tuple); their JVP ties the primals (`_tied_jvp`)."""
+    """The arrays unchanged (a tuple); their JVP ties the primals (`_barrier`) and passes the tangents."""
     return tuple(arrays)
 
 
+@jax.custom_jvp
+def _barrier(*arrays):
+    """The arrays through one `lax.optimization_barrier` (a tuple)."""
+    return tuple(jax.lax.optimization_barrier(arrays))
+
+
 def _tied_jvp(primals, tangents):
-    """The primals through one `lax.optimization_barrier` and the tangents unchanged, symbolic zeros kept
-    (the barrier's own JVP instantiates them, which perturbs the undifferentiated model and makes reverse
-    mode save and transpose its linearisation)."""
-    return tuple(jax.lax.optimization_barrier(tuple(primals))), tuple(tangents)
+    """The primals through `_barrier` and the tangents unchanged, symbolic zeros kept (the barrier's own JVP
+    instantiates them, which perturbs the undifferentiated model and makes reverse mode save and transpose
+    its linearisation). `_barrier` has the same rule, so a JVP of this JVP keeps the zeros too."""
+    return _barrier(*primals), tuple(tangents)
 
 
 _tied.defjvp(_tied_jvp, symbolic_zeros=True)
+_barrier.defjvp(_tied_jvp, symbolic_zeros=True)
