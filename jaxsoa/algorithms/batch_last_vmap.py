@@ -49,7 +49,7 @@ def _to_rows(x, size: int):
     count, *rest, width = x.shape
     if count * width == size:
         return x.reshape((size, *rest))
-    return jnp.moveaxis(x, -1, 1).reshape((count * width, *rest))[:size]
+    return batched.join_chunks(jnp.moveaxis(x, -1, 1), size)
 
 
 def _from_rows(x, count: int, width: int):
@@ -57,8 +57,7 @@ def _from_rows(x, count: int, width: int):
     size, *rest = x.shape
     if count * width == size:
         return x.reshape((count, *rest, width))
-    x = jnp.concatenate([x, jnp.broadcast_to(x[-1:], (count * width - size, *rest))])
-    return jnp.moveaxis(x.reshape((count, width, *rest)), 1, -1)
+    return jnp.moveaxis(batched.split_chunks(x, count, width), 1, -1)
 
 
 def aba_forward(model: Model, q, v, tau, f_ext=None):
@@ -66,7 +65,7 @@ def aba_forward(model: Model, q, v, tau, f_ext=None):
     and what its adjoint reuses."""
     size = q.shape[0]
     qdd, factor = _leading(batch_last._aba_factored, model, dict(q=q, v=v, tau=tau, f_ext=f_ext), stack=True)
-    qdd = qdd.reshape((-1, qdd.shape[-1]))[:size]
+    qdd = batched.join_chunks(qdd, size)
     return qdd, (qdd, jax.tree.map(lambda x: _to_rows(x, size), factor))
 
 

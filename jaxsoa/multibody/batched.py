@@ -47,6 +47,18 @@ def chunk_shape(size: int, chunk: int) -> tuple:
     return (1, size) if size <= chunk else (-(-size // chunk), chunk)
 
 
+def split_chunks(x, count: int, width: int):
+    """(size, ...) -> (count, width, ...), the rows past `size` copies of the last one (edge padding)."""
+    pad = count * width - x.shape[0]
+    x = jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad, *x.shape[1:]))]) if pad else x
+    return x.reshape((count, width, *x.shape[1:]))
+
+
+def join_chunks(y, size: int):
+    """`split_chunks`' inverse: (count, width, ...) -> (size, ...), the padding rows dropped."""
+    return y.reshape((y.shape[0] * y.shape[1], *y.shape[2:]))[:size]
+
+
 def chunked(fn, batched: dict, size: int, chunk: int, saves: str | None = None, split: dict | None = None,
             stack: bool = False):
     """fn(**batched) for arrays with leading axis `size`: one call, or `lax.map` over checkpointed chunks
@@ -58,16 +70,11 @@ def chunked(fn, batched: dict, size: int, chunk: int, saves: str | None = None, 
     if count == 1:
         out = fn(**batched, **jax.tree.map(lambda x: x[0], split))
         return jax.tree.map(lambda y: y[None], out) if stack else out
-    pad = count * chunk - size
-
-    def split_batch(x):                           # (size, ...) -> (count, chunk, ...), edge-padded
-        x = jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad, *x.shape[1:]))]) if pad else x
-        return x.reshape((count, chunk, *x.shape[1:]))
 
     policy = jax.checkpoint_policies.save_only_these_names(saves) if saves else None
     out = jax.lax.map(jax.checkpoint(lambda xs: fn(**xs), policy=policy),
-                      {**jax.tree.map(split_batch, batched), **split})
-    return out if stack else jax.tree.map(lambda y: y.reshape((count * chunk, *y.shape[2:]))[:size], out)
+                      {**jax.tree.map(lambda x: split_chunks(x, count, chunk), batched), **split})
+    return out if stack else jax.tree.map(lambda y: join_chunks(y, size), out)
 
 
 def run_batched(path: BatchedPath, model: Model, arguments: dict, trailing: dict, lead: tuple, model_name=None):

@@ -120,7 +120,7 @@ def test_reverse_mode_keeps_the_chunks_inputs_and_the_named_values(panda, monkey
     monkeypatch.setattr(batched, "BATCH_CHUNK", 4)
     chunked = saved()
     assert not per_link(chunked), chunked
-    assert sum("(chunked.<locals>.split_batch)" in line for line in chunked) == 3  # q, v, τ split into 3 chunks of 4
+    assert sum("(split_chunks)" in line for line in chunked) == 3  # q, v, τ split into 3 chunks of 4
     named = [field for field in batch_last.Factor._fields if field != "P_free"]  # no free root: P_free empty
     stacked = [line for line in chunked if "(chunked)" in line]
     assert len(stacked) == 1 + len(named), stacked                             # q̈ and the Factor's arrays
