@@ -76,7 +76,7 @@ def _aba_free_floating(model: Model, q, v, tau_joints, f_ext=None):
     return aba(model, q, v, _embed(model, tau_joints, base_and_joint_dofs(model).joint_dofs), f_ext)
 
 
-@entry_point(q='q', v='v', tau_joints='joints', f_ext='f_ext',
+@entry_point(floating_base, q='q', v='v', tau_joints='joints', f_ext='f_ext',
              batched=BatchedPath(batch_last.supports, _aba_free_floating))
 def aba_free_floating(model: Model, q, v, tau_joints, f_ext=None):
     """Forward dynamics with no generalized force on the hub: (nq,), (nv,), (nv − 6,) -> (nv,)."""
@@ -147,7 +147,7 @@ def _rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloat
                                        _hub_wrench(model, v, qdd, f_ext, placements.R_world_link[..., base, :, :]))
 
 
-@entry_point(q='q', v='v', qdd_joints='joints', f_ext='f_ext',
+@entry_point(floating_base, q='q', v='v', qdd_joints='joints', f_ext='f_ext',
              batched=BatchedPath(batch_last.supports, _rnea_free_floating))
 def rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
     """Joint torques for given joint accelerations with the hub free (momentum conserved)."""
@@ -238,7 +238,8 @@ def _euler_rate_matrix(angles):
 def _check_base_state(names, q, v, nq_base):
     """q (nq_base + joint coordinates,) and v (6 + joint velocities,) of one sample, floating, with no more joint
     velocities than joint coordinates (every joint has nq ≥ nv); the exact lengths need the model
-    (ValueError / TypeError naming the argument)."""
+    (ValueError / TypeError naming the argument). Returns (q, v) as JAX arrays (lists accepted)."""
+    q, v = (x if isinstance(x, (jnp.ndarray, np.ndarray)) else np.asarray(x) for x in (q, v))
     for name, x in zip(names, (q, v), strict=True):
         if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
             raise TypeError(f"argument '{name}' must be a floating-point array, got dtype {jnp.result_type(x)}")
@@ -248,11 +249,12 @@ def _check_base_state(names, q, v, nq_base):
     if jnp.shape(v)[0] - 6 > jnp.shape(q)[0] - nq_base:
         raise ValueError(f"argument '{names[1]}' has shape {jnp.shape(v)}: more joint velocities than '{names[0]}' "
                          f"of shape {jnp.shape(q)} has joint coordinates")
+    return jnp.asarray(q), jnp.asarray(v)
 
 
 def to_virtual_base_state(q, v):
     """Free-flyer (q (nq,), v (nv,)) -> virtual-base (q (nq − 1,), v (nv,)), hub stored first."""
-    _check_base_state(("q", "v"), q, v, 7)
+    q, v = _check_base_state(("q", "v"), q, v, 7)
     R = quat_to_rotation(quat_normalize(q[3:7]))
     angles = jnp.stack([jnp.arctan2(-R[1, 2], R[2, 2]), jnp.arcsin(jnp.clip(R[0, 2], -1.0, 1.0)),
                         jnp.arctan2(-R[0, 1], R[0, 0])])
@@ -263,7 +265,7 @@ def to_virtual_base_state(q, v):
 
 def from_virtual_base_state(q_virtual, v_virtual):
     """Inverse of `to_virtual_base_state`: q_virtual (nq − 1,), v_virtual (nv,) -> q (nq,), v (nv,)."""
-    _check_base_state(("q_virtual", "v_virtual"), q_virtual, v_virtual, 6)
+    q_virtual, v_virtual = _check_base_state(("q_virtual", "v_virtual"), q_virtual, v_virtual, 6)
     eye = jnp.eye(3, dtype=q_virtual.dtype)
     a, b, c = q_virtual[3], q_virtual[4], q_virtual[5]
     R = exp_so3(a * eye[0]) @ exp_so3(b * eye[1]) @ exp_so3(c * eye[2])

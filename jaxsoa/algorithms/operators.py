@@ -110,11 +110,22 @@ class OperatorTerms(NamedTuple):
     V: jax.Array
 
 
+def _checked_phi(model: Model, phi):
+    """A transfer operator given by the caller: (6n, 6n) and floating (ValueError / TypeError naming 'phi'),
+    in the model's dtype."""
+    size = 6 * model.n_links
+    if jnp.shape(phi) != (size, size):
+        raise ValueError(f"argument 'phi' has shape {jnp.shape(phi)}, expected ({size}, {size}) (6n × 6n)")
+    if not jnp.issubdtype(jnp.result_type(phi), jnp.floating):
+        raise TypeError(f"argument 'phi' must be a floating-point array, got dtype {jnp.result_type(phi)}")
+    return jnp.asarray(phi, model.dtype)
+
+
 @entry_point(q='q', v='v')
 def operator_terms(model: Model, q, v, phi=None) -> OperatorTerms:
-    """`OperatorTerms` at (q, v); `phi` overrides the transfer operator."""
+    """`OperatorTerms` at (q, v); `phi` (6n, 6n) floating, if given, overrides the transfer operator."""
     n = model.n_links
-    phi = transfer_operator(model, q) if phi is None else phi
+    phi = transfer_operator(model, q) if phi is None else _checked_phi(model, phi)
     S = motion_subspaces(model)                                         # (n, 6, d)
     H = block_diag(jnp.swapaxes(S, -1, -2))
     I = link_spatial_inertia(model)

@@ -32,6 +32,7 @@ from jax.experimental import checkify
 from jaxsoa.algorithms.kinematics import forward_kinematics, joint_jacobians, link_motion
 from jaxsoa.multibody.arguments import default_dtype, entry_point
 from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.scalars import check_scalar
 from jaxsoa.spatial.algebra import act_motion, cross_motion, inv_act_motion, mat_vec, se3_compose, se3_inverse
 from jaxsoa.spatial.rotation import log_so3
 
@@ -83,8 +84,13 @@ def loop_closure(link_a, link_b, X_a_cut, X_b_cut, cut_type, axis=(0.0, 0.0, 1.0
     if (cut_type, bool(planar)) not in _ROWS:
         raise ValueError(f"{name}: field 'planar' is not available for a {cut_type} cut")
     n_links = None if model is None else model.n_links
+    for field, flag in (("planar", planar), ("active", active)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name}: field '{field}' must be True or False, got {flag!r}")
     for field, link in (("link_a", link_a), ("link_b", link_b)):
-        if int(link) != link or link < -1 or (n_links is not None and link >= n_links):
+        if isinstance(link, (bool, np.bool_)) or not isinstance(link, (int, np.integer)):
+            raise TypeError(f"{name}: field '{field}' must be an int link index (or -1 for the world), got {link!r}")
+        if link < -1 or (n_links is not None and link >= n_links):
             raise ValueError(f"{name}: field '{field}' = {link} is not a link index (or -1 for the world)")
     if link_a == link_b:
         raise ValueError(f"{name}: fields 'link_a' and 'link_b' are the same link {link_a}")
@@ -93,8 +99,11 @@ def loop_closure(link_a, link_b, X_a_cut, X_b_cut, cut_type, axis=(0.0, 0.0, 1.0
         raise ValueError(f"{name}: field 'axis' must be a finite unit 3-vector, got {axis}")
     R_align = _rotation_to_z(axis)
     frames = []
-    for field, (R, p) in (("X_a_cut", X_a_cut), ("X_b_cut", X_b_cut)):
-        R, p = np.asarray(R, np.float64), np.asarray(p, np.float64)
+    for field, X in (("X_a_cut", X_a_cut), ("X_b_cut", X_b_cut)):
+        if not isinstance(X, (tuple, list)) or len(X) != 2:
+            raise ValueError(f"{name}: field '{field}' must be a finite (R (3, 3), p (3,)) pair, "
+                             f"got {type(X).__name__}")
+        R, p = np.asarray(X[0], np.float64), np.asarray(X[1], np.float64)
         if R.shape != (3, 3) or p.shape != (3,) or not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))):
             raise ValueError(f"{name}: field '{field}' must be a finite (R (3, 3), p (3,)) pair")
         if np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) < 0:
@@ -115,7 +124,14 @@ def loop_closure(link_a, link_b, X_a_cut, X_b_cut, cut_type, axis=(0.0, 0.0, 1.0
 
 
 def stack_closures(*closures) -> LoopClosure:
-    """Concatenate closures along the cut axis (n_cuts adds up)."""
+    """Concatenate closures along the cut axis (n_cuts adds up). TypeError unless every argument is a
+    `LoopClosure` and their frames share one dtype (a mixed stack would promote silently)."""
+    if not closures or not all(isinstance(c, LoopClosure) for c in closures):
+        raise TypeError("stack_closures: expected one or more LoopClosure arguments, got "
+                        f"{[type(c).__name__ for c in closures]}")
+    dtypes = {jnp.result_type(c.R_a_cut) for c in closures}
+    if len(dtypes) > 1:
+        raise TypeError(f"stack_closures: the closures have different dtypes {sorted(map(str, dtypes))}")
     return LoopClosure(*(jnp.concatenate(fields) for fields in zip(*closures, strict=True)))
 
 
@@ -236,7 +252,8 @@ class ClosureDiagnosis(NamedTuple):
 @entry_point(q='q', closure='closure')
 def diagnose_closure(model: Model, q, closure: LoopClosure, rcond=1e-10) -> ClosureDiagnosis:
     """Host-side rank analysis of G_c at q (`ClosureDiagnosis`); singular values below
-    `rcond` · σ_max count as zero."""
+    `rcond` · σ_max count as zero (a finite rcond ≥ 0)."""
+    check_scalar("rcond", rcond, 0.0)
     G, error = (np.asarray(x, np.float64) for x in _jacobian_and_error(model, q, closure))
     used = (np.abs(np.asarray(closure.basis)).sum(-1) > 0) & np.asarray(closure.active)[:, None]
     rows = np.flatnonzero(used.reshape(-1))

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxsoa.algorithms.adjoint import implicit_dynamics, with_symmetric_inertia, without_gravity
 from jaxsoa.algorithms.dynamics import aba, aba_autodiff, crba, rnea
@@ -35,11 +36,26 @@ from jaxsoa.constraints.closure import (
 from jaxsoa.multibody.arguments import entry_point
 from jaxsoa.multibody.config_space import integrate
 from jaxsoa.multibody.model import Model
+from jaxsoa.multibody.scalars import check_scalar
 from jaxsoa.spatial.svd import pinv, singular_values
 
 
 def _rtol(rcond, dtype):
-    return 1000 * jnp.finfo(dtype).eps if rcond is None else rcond
+    """The relative cutoff of the pseudo-inverses: `rcond` (a real scalar, finite and ≥ 0 when concrete), or
+    1000 ε of `dtype` when None."""
+    return 1000 * jnp.finfo(dtype).eps if rcond is None else check_scalar("rcond", rcond, 0.0)
+
+
+def _baumgarte_gains(baumgarte, dtype):
+    """None, or the Baumgarte gains (α, β) as `dtype` scalars: a pair of real scalars, finite and ≥ 0 when
+    concrete (TypeError / ValueError naming 'baumgarte')."""
+    if baumgarte is None:
+        return None
+    if not isinstance(baumgarte, (tuple, list)) or len(baumgarte) != 2:
+        raise TypeError(f"argument 'baumgarte' must be None or a pair (alpha, beta), got {baumgarte!r}")
+    for i, gain in enumerate(baumgarte):
+        check_scalar(f"baumgarte[{i}]", gain, 0.0)
+    return tuple(jnp.asarray(g, dtype) for g in baumgarte)
 
 
 def inverse_mass_columns(model: Model, q, B, fd=aba):
@@ -147,7 +163,7 @@ def forward_dynamics_constrained(model: Model, q, v, tau, closure: LoopClosure, 
     if method not in ("recursive", "dense"):
         raise ValueError(f"method must be 'recursive' or 'dense', got {method!r}")
     rtol = jnp.asarray(_rtol(rcond, model.dtype), model.dtype)
-    gains = None if baumgarte is None else tuple(jnp.asarray(g, model.dtype) for g in baumgarte)
+    gains = _baumgarte_gains(baumgarte, model.dtype)
     return ConstrainedDynamics(*_adjoint(method)(model, q, v, tau, closure, f_ext, gains, rtol))
 
 
@@ -157,7 +173,8 @@ def forward_dynamics_constrained_autodiff(model: Model, q, v, tau, closure: Loop
     """`forward_dynamics_constrained` differentiated through its solves by plain autodiff (the
     reference path of the adjoint's tests)."""
     rtol = _rtol(rcond, model.dtype)
-    return ConstrainedDynamics(*_solve(model, q, v, tau, closure, f_ext, baumgarte, rtol, method, aba_autodiff)[0])
+    gains = _baumgarte_gains(baumgarte, model.dtype)
+    return ConstrainedDynamics(*_solve(model, q, v, tau, closure, f_ext, gains, rtol, method, aba_autodiff)[0])
 
 
 class ConstrainedInverseDynamics(NamedTuple):
@@ -196,7 +213,9 @@ def project_velocity(model: Model, q, v, closure: LoopClosure, rcond=None):
 @entry_point(q='q', v='v', closure='closure')
 def project_state(model: Model, q, v, closure: LoopClosure, iterations=3, rcond=None):
     """(q, v) moved onto the constraint manifold: `iterations` Gauss–Newton steps
-    q ← q ⊕ (−G⁺ e) (minimum-norm correction), then `project_velocity`."""
+    q ← q ⊕ (−G⁺ e) (minimum-norm correction), then `project_velocity`. iterations: an int ≥ 0."""
+    if isinstance(iterations, (bool, np.bool_)) or not isinstance(iterations, (int, np.integer)) or iterations < 0:
+        raise ValueError(f"argument 'iterations' must be an int ≥ 0, got {iterations!r}")
     for _ in range(iterations):
         G = constraint_jacobian(model, q, closure)
         step = pinv(G, _rtol(rcond, G.dtype)) @ constraint_error(model, q, closure)

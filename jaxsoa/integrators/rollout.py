@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import checkify
 
 from jaxsoa.algorithms import batch_last
@@ -110,9 +111,25 @@ def _checked(trajectory: Trajectory, checks: bool, model: Model, models: Model, 
     return trajectory
 
 
+def _check_options(control, step, checkpoint, control_at_stages):
+    """TypeError naming the option unless `control` and `step` are functions, `checkpoint` is a bool or a
+    checkpoint policy and `control_at_stages` a bool."""
+    for name, value in (("control", control), ("step", step)):
+        if not callable(value):
+            what = "control(t, q, v) -> tau (nv,)" if name == "control" else "step(model, q, v, tau, dt)"
+            raise TypeError(f"argument '{name}' must be a function {what}, got {type(value).__name__}")
+    if not (isinstance(checkpoint, (bool, np.bool_)) or callable(checkpoint)):
+        raise TypeError(f"argument 'checkpoint' must be True, False or a jax.checkpoint_policies policy, "
+                        f"got {checkpoint!r}")
+    if not isinstance(control_at_stages, (bool, np.bool_)):
+        raise TypeError(f"argument 'control_at_stages' must be True or False, got {control_at_stages!r}")
+
+
 def _rollout(phase, q0, v0, control, dt, n_steps, *, step, checkpoint, control_at_stages) -> Trajectory:
     """The multibody step body on `rollout_steps`. phase(k, q, v) -> (model, dynamics or None, q, v):
     what holds during step k and the state after the map at its start (None: the step's own ABA)."""
+    _check_options(control, step, checkpoint, control_at_stages)
+
     def advance(t, state, k):
         model, dynamics, q, v = phase(k, *state)
         if control_at_stages:
@@ -146,6 +163,7 @@ def _rollout_batch(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step,
     (B, ·) through one scan, so each stage's forward dynamics is one leading-batch call (the batch-last
     core) instead of B per-sample calls under `jax.vmap`; `control` runs per sample (vmapped). Another
     `step` than those of `BATCH_AGNOSTIC_STEPS`, or `checks`, runs the per-sample rollout under vmap."""
+    _check_options(control, step, checkpoint, control_at_stages)
     options = dict(step=step, checkpoint=checkpoint, control_at_stages=control_at_stages, checks=checks)
     if step not in BATCH_AGNOSTIC_STEPS or checks:
         return jax.vmap(lambda q, v: _rollout_one(model, q, v, control, dt, n_steps, **options))(q0, v0)
@@ -166,6 +184,36 @@ def rollout(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, checkp
                         control_at_stages=control_at_stages, checks=checks)
 
 
+def _check_active(active, n_steps, n_cuts):
+    """`active` as a bool array of shape (n_steps, n_cuts) (ValueError / TypeError naming it otherwise)."""
+    active = jnp.asarray(active)
+    if active.shape != (n_steps, n_cuts):
+        raise ValueError(f"argument 'active' has shape {active.shape}, expected (n_steps, n_cuts) = "
+                         f"({n_steps}, {n_cuts}): one row per step, one column per cut")
+    if active.dtype != jnp.bool_:
+        raise TypeError(f"argument 'active' must be a bool array, got dtype {active.dtype}")
+    return active
+
+
+def _check_schedule(schedule):
+    """(interfaces (K, s, n_if) int, switch_steps (K,) int32) of a `TopologySchedule`; a concrete
+    `switch_steps` must start at 0 and ascend strictly (ValueError / TypeError naming the field)."""
+    if not isinstance(schedule, TopologySchedule):
+        raise TypeError(f"argument 'schedule' must be a TopologySchedule, got {type(schedule).__name__}")
+    interfaces, switch_steps = jnp.asarray(schedule.interfaces), jnp.asarray(schedule.switch_steps)
+    if interfaces.ndim != 3 or not jnp.issubdtype(interfaces.dtype, jnp.integer):
+        raise ValueError(f"schedule field 'interfaces' must be an int (K, s, n_if) array, got "
+                         f"{interfaces.dtype}{list(interfaces.shape)}")
+    if switch_steps.shape != interfaces.shape[:1] or not jnp.issubdtype(switch_steps.dtype, jnp.integer):
+        raise ValueError(f"schedule field 'switch_steps' must be an int ({interfaces.shape[0]},) array (one step "
+                         f"per entry of 'interfaces'), got {switch_steps.dtype}{list(switch_steps.shape)}")
+    if not isinstance(schedule.switch_steps, jax.core.Tracer):
+        steps = np.asarray(schedule.switch_steps)
+        if steps[0] != 0 or np.any(np.diff(steps) <= 0):
+            raise ValueError(f"schedule field 'switch_steps' = {steps.tolist()} must start at 0 and ascend strictly")
+    return interfaces, switch_steps.astype(jnp.int32)
+
+
 @entry_point(closure='closure', q0='q', v0='v', dt='dt', n_steps='steps')
 def rollout_constrained(model: Model, q0, v0, control, closure: LoopClosure, dt, n_steps, *, active=None,
                         impact=True, baumgarte=None, method="recursive", rcond=None, step=rk4_step,
@@ -176,7 +224,8 @@ def rollout_constrained(model: Model, q0, v0, control, closure: LoopClosure, dt,
     With `impact`, a cut switching on at step k first applies the plastic impact `project_velocity`
     (its position error is then left to Baumgarte). Other options as in the module docstring."""
     n_cuts = closure.active.shape[0]
-    active = jnp.broadcast_to(closure.active, (n_steps, n_cuts)) if active is None else jnp.asarray(active)
+    active = jnp.broadcast_to(closure.active, (n_steps, n_cuts)) if active is None else _check_active(active, n_steps,
+                                                                                                       n_cuts)
 
     def phase(k, q, v):
         active_k, before = active[k], active[jnp.maximum(k - 1, 0)]
@@ -205,7 +254,7 @@ def rollout_switching(template: Model, arrays: DesignArrays, q0, v0, control, dt
     is first mapped by `remap_state` against the previous segment's inboard interfaces. The entry
     of the result at a switch time is the state *before* the map (the end of the previous segment).
     Other options as in the module docstring."""
-    interfaces, switch_steps = jnp.asarray(schedule.interfaces), jnp.asarray(schedule.switch_steps).astype(jnp.int32)
+    interfaces, switch_steps = _check_schedule(schedule)
     models = jax.vmap(lambda i: apply_configuration(template, arrays, i, link_ids))(interfaces)
 
     def segment(k):

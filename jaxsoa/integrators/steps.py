@@ -62,6 +62,11 @@ def ode_rk4_step(f, t, x, dt, *, tableau=RK4):
     manifold, e.g. a tether's nodes (`jaxsoa.systems.tether.reels`). t, dt: real scalars, finite when concrete."""
     check_scalar("t", t)
     check_scalar("dt", dt)
+    _check_tableau(tableau)
+    for leaf in jax.tree.leaves(x):
+        if not jnp.issubdtype(jnp.result_type(leaf), jnp.floating):
+            raise TypeError(f"argument 'x': every leaf must be a floating-point array, "
+                            f"got dtype {jnp.result_type(leaf)}")
     n_stages = len(tableau.c)
     A = np.zeros((n_stages, n_stages))
     for i, row in enumerate(tableau.a):
@@ -75,12 +80,30 @@ def ode_rk4_step(f, t, x, dt, *, tableau=RK4):
             jnp.asarray(weights, k_leaf.dtype), k_leaf, axes=1)).astype(k_leaf.dtype), x, ks)
 
     def stage(i, ks):                                  # k_i = f(t + c_i dt, x + dt Σ_j a_ij k_j)
-        k_i = f(t + c[i] * dt, combine(jnp.asarray(A)[i], ks))
+        k_i = _like_state("f", f(t + c[i] * dt, combine(jnp.asarray(A)[i], ks)), x)
         return jax.tree.map(lambda buffer, k: buffer.at[i].set(k.astype(buffer.dtype)), ks, k_i)
 
     ks = jax.tree.map(lambda leaf: jnp.zeros((n_stages, *jnp.shape(leaf)), jnp.result_type(leaf)), x)
     ks = jax.lax.fori_loop(0, n_stages, stage, ks)
     return combine(np.asarray(tableau.b), ks)
+
+
+def _check_tableau(tableau):
+    if not isinstance(tableau, ButcherTableau):
+        raise TypeError(f"argument 'tableau' must be a ButcherTableau, got {type(tableau).__name__}")
+
+
+def _like_state(name, rate, state):
+    """`rate` if it has `state`'s PyTree structure and leaf shapes (ValueError naming `name` otherwise: a
+    rate of another shape would be broadcast into the state)."""
+    if jax.tree.structure(rate) != jax.tree.structure(state):
+        raise ValueError(f"argument '{name}' returned a {jax.tree.structure(rate)}, expected the state's structure "
+                         f"{jax.tree.structure(state)}")
+    for got, want in zip(jax.tree.leaves(rate), jax.tree.leaves(state), strict=True):
+        if jnp.shape(got) != jnp.shape(want):
+            raise ValueError(f"argument '{name}' returned shape {jnp.shape(got)}, "
+                             f"expected the state's {jnp.shape(want)}")
+    return rate
 
 
 def _force_at(tau):
@@ -99,11 +122,12 @@ def rk4_step(model: Model, q, v, tau, dt, *, dynamics=aba, tableau=RK4):
     (offset c_i dt: 0, dt/2, dt/2, dt for RK4). `dynamics(model, q, v, tau) -> q̈` is the forward
     dynamics (ABA; e.g. constrained dynamics). q (nq,), v (nv,) -> (q, v)."""
     force = _force_at(tau)
+    _check_tableau(tableau)
 
     def rate(offset, increment):
         dq, dv = increment
         q_i, v_i = _integrate(model, q, dq), v + dv                       # q_i = q ⊕ δ_i, v_i = v + δv_i
-        return _dexp_inv(model, dq, v_i), dynamics(model, q_i, v_i, force(offset, q_i, v_i))
+        return _dexp_inv(model, dq, v_i), _like_state("dynamics", dynamics(model, q_i, v_i, force(offset, q_i, v_i)), v)
 
     zero = jnp.zeros_like(v)
     dq, dv = ode_rk4_step(rate, 0.0, (zero, zero), dt, tableau=tableau)
@@ -122,5 +146,5 @@ per-sample, 1916 → 1798 on the batch-last core; docs/performance.md, "Rollouts
 def semi_implicit_euler_step(model: Model, q, v, tau, dt, *, dynamics=aba):
     """v_{n+1} = v_n + dt q̈(q_n, v_n, τ);  q_{n+1} = q_n ⊕ dt v_{n+1} (symplectic Euler), q̈ from
     `dynamics` (ABA). `tau` as in `rk4_step` (a function is evaluated once, at the start of the step)."""
-    v_next = v + dt * dynamics(model, q, v, _force_at(tau)(0.0, q, v))
+    v_next = v + dt * _like_state("dynamics", dynamics(model, q, v, _force_at(tau)(0.0, q, v)), v)
     return integrate(model, q, dt * v_next), v_next

@@ -206,6 +206,8 @@ def load_mjcf(source, *, dtype=None, floating_base=None, strategy="sequential", 
     springs and friction loss are passive forces, reported by `mjcf_joint_properties`.
     Malformed MJCF raises `ValueError` with MuJoCo's message.
     """
+    if floating_base is not None and not isinstance(floating_base, (bool, np.bool_)):
+        raise TypeError(f"argument 'floating_base' must be None, True or False, got {floating_base!r}")
     mujoco = _mujoco()
     m = _compile(mujoco, source)
     _reject_unsupported(mujoco, m)
@@ -234,6 +236,8 @@ def mjcf_joint_properties(source, *, dtype=None, floating_base=None) -> JointPro
     quaternion spring has no per-dof form) and for armature on a free joint (it acts on MuJoCo's
     world-frame acceleration, not on jaxsoa's body-frame one).
     """
+    if floating_base is not None and not isinstance(floating_base, (bool, np.bool_)):
+        raise TypeError(f"argument 'floating_base' must be None, True or False, got {floating_base!r}")
     mujoco = _mujoco()
     m = _compile(mujoco, source)
     _reject_unsupported(mujoco, m)

@@ -21,6 +21,7 @@
 """
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,10 @@ def _merge(body, other, X_body_other):
 def load_urdf(path, floating_base=False, **build_kwargs):
     """Read a URDF file into a `Model` (see the module docstring for the conventions). Every
     `ValueError` names the file."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"argument 'path' must be a file path (str or os.PathLike), got {type(path).__name__}")
+    if not isinstance(floating_base, (bool, np.bool_)):
+        raise TypeError(f"argument 'floating_base' must be True or False, got {floating_base!r}")
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"URDF file '{path}' does not exist")

@@ -129,20 +129,42 @@ def check_reference_frame(reference) -> str:
     return reference
 
 
-def check_closure_links(name, closure, n_links):
-    """A `LoopClosure`'s concrete link indices in [−1, n) (−1: the world); traced ones pass."""
+CLOSURE_FIELDS = {"link_a": (), "link_b": (), "R_a_cut": (3, 3), "p_a_cut": (3,), "R_b_cut": (3, 3),
+                  "p_b_cut": (3,), "basis": (6, 6), "active": ()}
+"""Per-cut shape of each field of a `jaxsoa.constraints.LoopClosure` (leading axis: the cuts)."""
+
+
+def check_loop_closure(name, closure, model):
+    """A `LoopClosure`'s fields: each (n_cuts, ...) as `CLOSURE_FIELDS` says, integer links, bool `active`,
+    floating frames and basis (cast to the model's dtype); concrete link indices in [−1, n) (−1: the
+    world), traced ones pass. TypeError / ValueError naming the argument, the field and the cut."""
+    if not all(hasattr(closure, field) for field in CLOSURE_FIELDS) or not hasattr(closure, "_replace"):
+        raise TypeError(f"argument '{name}' must be a LoopClosure, got {type(closure).__name__}")
+    n_cuts = jnp.shape(closure.link_a)[:1]
+    for field, shape in CLOSURE_FIELDS.items():
+        value = getattr(closure, field)
+        if jnp.ndim(value) != 1 + len(shape) or tuple(jnp.shape(value)) != (*n_cuts, *shape):
+            expected = "(n_cuts" + "".join(f", {d}" for d in shape) + ")"
+            raise ValueError(f"argument '{name}': field '{field}' has shape {tuple(jnp.shape(value))}, expected "
+                             f"{expected}, n_cuts = {n_cuts[0] if n_cuts else 'the length of link_a'}")
+        kind = jnp.result_type(value)
+        want = ("integer" if field.startswith("link") else "bool" if field == "active" else "floating")
+        ok = (jnp.issubdtype(kind, jnp.integer) if want == "integer" else kind == jnp.bool_ if want == "bool"
+              else jnp.issubdtype(kind, jnp.floating))
+        if not ok:
+            raise TypeError(f"argument '{name}': field '{field}' must have {'an' if want == 'integer' else 'a'} {want} "
+                            f"dtype, got {kind}")
     for field in ("link_a", "link_b"):
-        links = getattr(closure, field, None)
-        if links is None:
-            raise TypeError(f"argument '{name}' must be a LoopClosure, got {type(closure).__name__}")
+        links = getattr(closure, field)
         if isinstance(links, jax.core.Tracer):
             continue
         links = np.asarray(links)
-        bad = (links < -1) | (links >= n_links)
+        bad = (links < -1) | (links >= model.n_links)
         if bad.any():
             raise ValueError(f"argument '{name}': cut {int(np.flatnonzero(bad)[0])} field '{field}' = "
-                             f"{int(links[bad][0])} is not a link of the model ({n_links} links; -1 = world)")
-    return closure
+                             f"{int(links[bad][0])} is not a link of the model ({model.n_links} links; -1 = world)")
+    return closure._replace(**{f: jnp.asarray(getattr(closure, f), model.dtype)
+                               for f in ("R_a_cut", "p_a_cut", "R_b_cut", "p_b_cut", "basis")})
 
 
 def _check_special(name, kind, value, model):
@@ -153,8 +175,10 @@ def _check_special(name, kind, value, model):
     if kind == "steps":
         return check_positive_steps(name, value)
     if kind == "closure":
-        return check_closure_links(name, value, model.n_links)
-    batch_shape(name, jnp.shape(value), (model.nv,))
+        return check_loop_closure(name, value, model)
+    if batch_shape(name, jnp.shape(value), (model.nv,)):
+        raise ValueError(f"argument '{name}' has shape {jnp.shape(value)}, expected ({model.nv},): one mask shared "
+                         "by the batch")
     return value
 
 
@@ -255,6 +279,20 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
     return wrap
 
 
+MODEL_DTYPES = ("float32", "float64")
+"""The dtypes a model (and so a computation) may have."""
+
+
 def default_dtype(dtype=None):
-    """`dtype`, or JAX's default float (float64 when `jax_enable_x64` is on, else float32)."""
-    return jnp.result_type(float) if dtype is None else jnp.dtype(dtype)
+    """`dtype`, or JAX's default float (float64 when `jax_enable_x64` is on, else float32); TypeError
+    naming the argument 'dtype' unless it is float32 or float64 (an integer dtype would truncate the
+    model's data, a half-precision one cannot hold its checks' tolerances)."""
+    if dtype is None:
+        return jnp.result_type(float)
+    try:
+        resolved = jnp.dtype(dtype)
+    except TypeError as err:
+        raise TypeError(f"argument 'dtype' must be float32 or float64, got {dtype!r}") from err
+    if resolved.name not in MODEL_DTYPES:
+        raise TypeError(f"argument 'dtype' must be float32 or float64, got {resolved.name}")
+    return resolved

@@ -114,12 +114,16 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
     physical consistency; a bad field raises `ValueError` (`TypeError` for a wrong dtype) naming
     the link and the field.
     """
+    dtype = default_dtype(dtype)
     parent = _integers("parent", parent)
     n = parent.shape[0]
     if n == 0:
         raise ValueError("field 'parent' is empty: a model needs at least one link")
     link_names = tuple(link_names or (f"link{k}" for k in range(n)))
     link_joint_names = tuple(link_joint_names or (f"joint{k}" for k in range(n)))
+    if isinstance(joint_types, (str, bytes)) or not hasattr(joint_types, "__len__"):
+        raise TypeError(f"field 'joint_types' must be a sequence of JointType (one per link), got "
+                        f"{type(joint_types).__name__}")
     if len(joint_types) != n or len(link_names) != n or len(link_joint_names) != n:
         raise ValueError(f"fields 'joint_types', 'link_names', 'link_joint_names' need one entry per link "
                          f"({n}), got {len(joint_types)}, {len(link_names)}, {len(link_joint_names)}")
@@ -132,11 +136,18 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
             raise ValueError(f"link '{link_names[k]}': field 'joint_types' = {t} is not a joint type")
     joint_types = tuple(JointType(int(t)) for t in joint_types)
     validate_parent(parent, link_names)
-    mass = np.asarray(mass) if isinstance(mass, (list, tuple)) else mass
+    if isinstance(mass, (list, tuple)):
+        try:
+            mass = np.asarray(mass)
+        except ValueError as err:
+            raise ValueError(f"field 'mass' is not a rectangular array: {err}") from None
     n_if = np.shape(mass)[1] if np.ndim(mass) == 2 and np.shape(mass)[1] > 0 else 1
 
     def per_interface(name, x, tail):
         x = _real(name, x, [(n, *tail), (n, n_if, *tail)])
+        if x.ndim == 1 + len(tail) and n_if != 1:
+            raise ValueError(f"field '{name}' has shape {x.shape} (one interface per link), but 'mass' has {n_if} "
+                             f"interfaces: expected {(n, n_if, *tail)}")
         return x[:, None] if x.ndim == 1 + len(tail) else x
 
     mass = per_interface("mass", mass, ())
@@ -174,8 +185,6 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
     armature = np.zeros(nv) if armature is None else _real("armature", armature, [(nv,)])
     if not np.all(np.isfinite(armature) & (armature >= 0)):
         raise ValueError(f"field 'armature' must be finite and non-negative, got {armature}")
-
-    dtype = default_dtype(dtype)
 
     def arr(x):
         return jnp.asarray(x, dtype=dtype)

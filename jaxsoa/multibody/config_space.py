@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsoa.multibody.arguments import entry_point
+from jaxsoa.multibody.arguments import check_model_type, entry_point
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.scalars import check_scalar
@@ -113,6 +113,7 @@ def _types(model: Model):
 def neutral(model: Model, dtype=None):
     """(nq,) zero angles and displacements, identity quaternions, free joints at the origin; in `dtype`
     (a floating dtype; default the model's)."""
+    check_model_type(model)
     if dtype is not None and not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"argument 'dtype' must be a floating-point dtype, got {jnp.dtype(dtype)}")
     q = np.concatenate([np.zeros(0)] + [np.asarray(_RULES[JointType(t)].neutral) for t in model.joint_types])
@@ -122,6 +123,9 @@ def neutral(model: Model, dtype=None):
 def random_configuration(model: Model, key, angle_range=jnp.pi, position_range=1.0):
     """(nq,) angles and displacements uniform in ±range, uniform random unit quaternions
     (normalised Gaussians) and free-joint positions uniform in ±position_range (both finite scalars ≥ 0)."""
+    check_model_type(model)
+    if not (isinstance(key, jax.Array) and (jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,))):
+        raise TypeError(f"argument 'key' must be a JAX PRNG key (jax.random.key or jax.random.PRNGKey), got {key!r}")
     angle_range, position_range = check_scalar("angle_range", angle_range, 0.0), check_scalar(
         "position_range", position_range, 0.0)
     k_scalar, k_rotation, k_position = jax.random.split(key, 3)

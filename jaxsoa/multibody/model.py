@@ -59,10 +59,23 @@ class Model:
     def with_parent(self, parent, *, strategy=None, unroll=None) -> "Model":
         """The same model on the tree `parent` (n,), host or traced, with its traversal rebuilt:
         the one way to change the topology. `strategy` / `unroll` (see `tree_traversal`) default
-        to this model's."""
+        to this model's. A host `parent` is checked by `tree_traversal` (ValueError); a traced one that
+        is not a tree (an index out of range or pointing at itself, a second root, a cycle) gives a
+        model whose masses are NaN, so every result on it is NaN-marked (`jaxsoa.multibody.checks` names
+        the rule)."""
         strategy = self.traversal.strategy if strategy is None else strategy
         unroll = self.traversal.unroll if unroll is None else unroll
-        return dataclasses.replace(self, traversal=tree_traversal(parent, strategy, unroll))
+        if jnp.shape(parent)[-1:] != (self.n_links,):
+            raise ValueError(f"argument 'parent' has shape {jnp.shape(parent)}, expected ({self.n_links},): "
+                             "one parent per link of the model")
+        model = dataclasses.replace(self, traversal=tree_traversal(parent, strategy, unroll))
+        if not isinstance(parent, jax.core.Tracer):
+            return model
+        trav = model.traversal
+        links = jnp.arange(self.n_links, dtype=trav.parent.dtype)
+        tree = (jnp.all((trav.parent >= -1) & (trav.parent < self.n_links) & (trav.parent != links))
+                & (jnp.sum(trav.parent == -1) == 1) & jnp.all(trav.depth < self.n_links))
+        return dataclasses.replace(model, mass=jnp.where(tree, model.mass, jnp.nan))
 
     @property
     def dtype(self):
@@ -159,10 +172,19 @@ def stack_models(models) -> Model:
     (`rnea(stacked, q[B, nq], …)`), RNEA and ABA on the batch-last core, in one compilation for
     every stack of these joint types. The models must share `joint_types` (the compile key), link
     and joint names (static metadata) and dtype; ValueError names the first model that does not."""
-    models = list(models)
+    if isinstance(models, Model):
+        raise TypeError("stack_models: expected a sequence of jaxsoa Models, got a single Model "
+                        "(pass [model_0, model_1, ...])")
+    try:
+        models = list(models)
+    except TypeError as err:
+        raise TypeError(f"stack_models: expected a sequence of jaxsoa Models, got {type(models).__name__}") from err
     if not models or not all(isinstance(m, Model) for m in models):
         raise TypeError("stack_models: expected a non-empty sequence of jaxsoa Models")
     first = models[0]
+    if model_batch(first):
+        raise ValueError(f"stack_models: models[0] is already a stack of {model_batch(first)} models: "
+                         "stack single models")
     for b, m in enumerate(models[1:], 1):
         for what in ("joint_types", "link_names", "link_joint_names", "dtype"):
             if getattr(m, what) != getattr(first, what):

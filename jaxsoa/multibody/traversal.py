@@ -67,6 +67,8 @@ def tree_traversal(parent, strategy="sequential", unroll=1):
     A concrete `parent` is checked: 1-D integers in [−1, n), no link its own parent, no cycle (ValueError)."""
     if strategy not in ("sequential", "levels"):
         raise ValueError(f"strategy must be 'sequential' or 'levels', got {strategy!r}")
+    if isinstance(unroll, (bool, np.bool_)) or not isinstance(unroll, (int, np.integer)) or unroll < 1:
+        raise ValueError(f"argument 'unroll' must be an int ≥ 1 (link steps per scan iteration), got {unroll!r}")
     if not isinstance(parent, jax.core.Tracer):
         _check_parent(np.asarray(parent))
     parent = jnp.asarray(parent, jnp.int32)
@@ -84,6 +86,8 @@ def _check_parent(parent: np.ndarray):
     a cycle). On the host: inside a trace, jnp operations on a constant are traced too."""
     if parent.ndim != 1 or not (np.issubdtype(parent.dtype, np.integer) or parent.size == 0):
         raise ValueError(f"argument 'parent' must be a 1-D integer array, got {parent.dtype}{list(parent.shape)}")
+    if parent.size == 0:
+        raise ValueError("argument 'parent' is empty: a tree needs at least one link")
     bad = (parent < -1) | (parent >= parent.size) | (parent == np.arange(parent.size))
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
@@ -203,9 +207,13 @@ def _inward_levels(trav, step, link_data, zero_acc):
     return outs
 
 
-def path_matrix(trav: Traversal):
+def path_matrix(trav):
     """(n, n) bool P with P[i, j] = 1 iff link i lies on the path from link j to the root
-    (i == j included): column j is column parent(j) plus e_j."""
+    (i == j included): column j is column parent(j) plus e_j. `trav`: a `Traversal` or a model (its
+    traversal)."""
+    trav = getattr(trav, "traversal", trav)
+    if not isinstance(trav, Traversal):
+        raise TypeError(f"argument 'trav' must be a Traversal or a Model, got {type(trav).__name__}")
     n = trav.parent.shape[0]
     eye = jnp.eye(n, dtype=bool)
 

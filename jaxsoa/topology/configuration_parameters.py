@@ -125,6 +125,8 @@ def _validated_slots(link_ids, interfaces, degree):
     degree = np.asarray(degree)
     if degree.shape != (s,):
         raise ValueError(f"degree must be (s,) = ({s},), got {degree.shape}")
+    if not np.issubdtype(degree.dtype, np.integer):                   # a float degree would be truncated
+        raise ValueError(f"degree must be an integer array, got dtype {degree.dtype}")
     slots = []
     for k, lid in enumerate(link_ids.tolist()):
         d = int(degree[k])
@@ -161,6 +163,26 @@ def _validated_cut_types(cut_joint_types, shape, link_ids):
     return codes
 
 
+def _check_max_cuts(max_cuts):
+    """`max_cuts`: a static int ≥ 0 (ValueError naming it otherwise)."""
+    if isinstance(max_cuts, (bool, np.bool_)) or not isinstance(max_cuts, (int, np.integer)) or max_cuts < 0:
+        raise ValueError(f"argument 'max_cuts' must be an int ≥ 0, got {max_cuts!r}")
+
+
+def _check_traced_inputs(interfaces, link_ids, cut_joint_types):
+    """Shapes and integer dtypes of the traced builder's arrays (static, so checked at trace time)."""
+    interfaces, link_ids, cut_joint_types = (x if x is None or hasattr(x, "dtype") else np.asarray(x)
+                                             for x in (interfaces, link_ids, cut_joint_types))
+    if jnp.ndim(interfaces) != 2 or not jnp.issubdtype(jnp.result_type(interfaces), jnp.integer):
+        raise ValueError(f"argument 'interfaces' must be an int (s, max_degree) array, got "
+                         f"{jnp.result_type(interfaces)}{list(jnp.shape(interfaces))}")
+    for name, value, shape in (("link_ids", link_ids, jnp.shape(interfaces)[:1]),
+                               ("cut_joint_types", cut_joint_types, jnp.shape(interfaces))):
+        if value is not None and (jnp.shape(value) != shape or not jnp.issubdtype(jnp.result_type(value), jnp.integer)):
+            raise ValueError(f"argument '{name}' must be an int {shape} array, got "
+                             f"{jnp.result_type(value)}{list(jnp.shape(value))}")
+
+
 def topology_from_configuration(link_ids, interfaces, degree=None, *, max_cuts=0,
                                 cut_joint_types=None) -> ConfigurationTopology:
     """Host-side builder (numpy): configuration parameters -> `ConfigurationTopology` (module doc).
@@ -172,6 +194,7 @@ def topology_from_configuration(link_ids, interfaces, degree=None, *, max_cuts=0
     pointing to one link; more closed loops than ``max_cuts`` (a link reached twice; default 0: none
     allowed); ``cut_joint_types (s, D)`` codes out of range or differing at the two ends of a cut.
     """
+    _check_max_cuts(max_cuts)
     link_ids, slots, index_of = _validated_slots(link_ids, interfaces, degree)
     codes = _validated_cut_types(cut_joint_types, np.shape(interfaces), link_ids)
     s = link_ids.shape[0]
@@ -260,6 +283,8 @@ def topology_from_configuration_traced(interfaces, root_hint=None, link_ids=None
     mutual, no self or duplicate pointer, one root, connected, at most max_cuts loops, cut types
     agreeing). Where it is False the other outputs are unspecified (unreached links keep parent -1).
     """
+    _check_max_cuts(max_cuts)
+    _check_traced_inputs(interfaces, link_ids, cut_joint_types)
     interfaces = jnp.asarray(interfaces)
     s, D = interfaces.shape
     ar = jnp.arange(s, dtype=jnp.int32)
