@@ -2,12 +2,16 @@
 markdown tables, progress bars that stay out of captured logs, legends beside the data."""
 
 import argparse
+import contextlib
+import functools
+import json
 import math
 import numbers
 import os
 import pathlib
 import sys
 import time
+import uuid
 
 from tqdm import tqdm
 
@@ -60,6 +64,26 @@ positive_int, nonnegative_int = _number(int, True), _number(int, False)
 positive_float, nonnegative_float = _number(float, True), _number(float, False)
 
 
+def one_of(choices):
+    """An argparse type for one item of a list: a member of `choices`."""
+    def parse(text):
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+    return parse
+
+
+def comma_list(parse=None, allow_empty=False):
+    """An argparse type: comma-separated items, each checked by `parse` (e.g. `positive_int`,
+    ``one_of(...)``; None: any non-empty text), returned as a tuple; empty only if `allow_empty`."""
+    def convert(text):
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        if not items and not allow_empty:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+        return tuple(parse(x) if parse else x for x in items)
+    return convert
+
+
 def number_type(default, minimum="positive"):
     """The argparse type for an option whose default is `default`: positive or non-negative (`minimum`)."""
     strict = {"positive": True, "nonnegative": False}[minimum]
@@ -73,12 +97,15 @@ def command_parser(doc, out, out_help="folder for plots and tables"):
     return parser
 
 
-def run_command(run, doc, argv, out, *options, out_help="folder for plots and tables"):
+def run_command(run, doc, argv, out, *options, out_help="folder for plots and tables", record=None):
     """Parse `argv` for `--out` and `options` and call ``run(Path(out), *values)`` in option order.
 
     An option is ``(flag, default, help)`` or ``(flag, default, help, "nonnegative")``: a number of the
     default's type, > 0 (or ≥ 0) and finite (`number_type`), "(default …)" appended to the help; or
-    ``(flag, kwargs)`` passed to `add_argument` as they are. Returns `exit_status` of the result."""
+    ``(flag, kwargs)`` passed to `add_argument` as they are. --out is created and checked writable
+    before any work (`check_out`). ``record=(file name, settings(*values) -> dict)``: the command keeps a
+    `Record` in --out; ``--overwrite`` is added, other settings in --out exit 2 (`open_record`) and `run`
+    gets ``overwrite=``. Returns `exit_status` of the result."""
     parser = command_parser(doc, out, out_help)
     for flag, *spec in options:
         if len(spec) == 1:
@@ -87,9 +114,16 @@ def run_command(run, doc, argv, out, *options, out_help="folder for plots and ta
             default, text, *minimum = spec
             parser.add_argument(flag, type=number_type(default, *minimum), default=default,
                                 help=f"{text} (default {default:g})")
+    if record is not None:
+        add_overwrite(parser)
     args = vars(parser.parse_args(argv))
-    result = run(pathlib.Path(args["out"]), *(args[flag.lstrip("-").replace("-", "_")] for flag, *_ in options))
-    return exit_status(result, parser.prog)
+    values = [args[flag.lstrip("-").replace("-", "_")] for flag, *_ in options]
+    folder, kwargs = check_out(parser, args["out"]), {}
+    if record is not None:
+        name, settings = record
+        open_record(parser, folder / name, settings(*values), args["overwrite"])
+        kwargs["overwrite"] = args["overwrite"]
+    return exit_status(run(pathlib.Path(args["out"]), *values, **kwargs), parser.prog)
 
 
 def _numbers(result):
@@ -133,9 +167,63 @@ def markdown_table(header, rows) -> str:
                       *("| " + " | ".join(map(str, r)) + " |" for r in rows)])
 
 
-def progress(iterable=None, enabled=True, **kwargs):
-    """A tqdm bar on a terminal only: none when stderr is not a TTY (a captured log, a pipe, pytest)
-    or `enabled` is false, redrawn at most once a second."""
+PROGRESS_EVERY = 30.0          # seconds between progress lines when stderr is not a terminal
+
+
+class LineProgress:
+    """What `progress` gives when stderr is not a terminal (a captured log, a pipe): the tqdm calls the
+    commands use (iteration, ``with``, ``update``, ``n``, ``close``) printing one line
+    ``desc: n/total (p %), elapsed s, ETA s`` at most every `every` seconds, and one at the end when any
+    was printed, so a long run shows it is alive without flooding the log."""
+
+    def __init__(self, iterable=None, total=None, desc="", every=PROGRESS_EVERY, stream=None, unit="it", **_):
+        self.iterable, self.desc, self.every, self.unit = iterable, desc, every, unit
+        self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+        self.stream, self.n = stream or sys.stderr, 0
+        self.start = self.last = time.monotonic()
+        self.printed = self.closed = False
+
+    def line(self) -> str:
+        """The progress line now."""
+        elapsed = time.monotonic() - self.start
+        if not self.total:
+            return f"{self.desc}: {self.n:g} {self.unit}, {elapsed:.0f} s"
+        eta = f", ETA {elapsed * (self.total - self.n) / self.n:.0f} s" if 0 < self.n < self.total else ""
+        return f"{self.desc}: {self.n:g}/{self.total:g} {self.unit} ({100 * self.n / self.total:.0f} %), " \
+               f"{elapsed:.0f} s{eta}"
+
+    def update(self, n=1):
+        self.n += n
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            print(self.line(), file=self.stream, flush=True)
+            self.last, self.printed = now, True
+
+    def close(self):
+        if self.printed and not self.closed:
+            print(self.line(), file=self.stream, flush=True)
+        self.closed = True
+
+    def __iter__(self):
+        try:
+            for item in self.iterable:
+                yield item
+                self.update()
+        finally:
+            self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
+
+
+def progress(iterable=None, enabled=True, every=PROGRESS_EVERY, **kwargs):
+    """A tqdm bar on a terminal, redrawn at most once a second; when stderr is not a TTY (a captured
+    log, a pipe, pytest) a `LineProgress` line at most every `every` seconds; nothing if `enabled` is false."""
+    if enabled and not sys.stderr.isatty():
+        return LineProgress(iterable, every=every, **kwargs)
     return tqdm(iterable, disable=None if enabled else True, mininterval=1.0, **kwargs)
 
 
@@ -158,3 +246,204 @@ def advance(t_end, step, desc):
 def legend_outside(ax, **kwargs):
     """The legend to the right of the axes, outside the data (`fig.tight_layout` makes room for it)."""
     return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
+
+
+# --- outputs: written atomically --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temporary path beside `path` (same folder, same suffix) for the caller to write the whole
+    file to; then fsync it and `os.replace` it over `path` in one step. On any error (a full disk, a
+    crash of the serializer, Ctrl-C) the temporary file is removed and `path` keeps its previous content."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:12]}.partial{path.suffix}")
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def open_atomic(path, mode="w", **kwargs):
+    """``open`` for writing, atomically (`atomic_path`): the file appears at `path` only once closed whole."""
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as f:
+        yield f
+
+
+def write_text(path, text: str) -> pathlib.Path:
+    """Write `text` (UTF-8) to `path` atomically; returns the path."""
+    with open_atomic(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return pathlib.Path(path)
+
+
+def _jsonable(x):
+    """numpy / JAX scalars and arrays as Python numbers and lists (``json.dumps(default=...)``)."""
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    raise TypeError(f"not JSON serializable: {type(x).__name__}")
+
+
+def write_json(path, obj) -> pathlib.Path:
+    """Write `obj` as indented JSON (numpy values as numbers / lists) to `path` atomically."""
+    return write_text(path, json.dumps(obj, indent=1, default=_jsonable) + "\n")
+
+
+def save_figure(fig, path, **kwargs) -> pathlib.Path:
+    """``fig.savefig`` to `path` atomically, the format taken from the suffix (``.png``); closes nothing."""
+    path = pathlib.Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kwargs)
+    return path
+
+
+def save_npz(path, **arrays) -> pathlib.Path:
+    """``np.savez(path, **arrays)`` atomically (the temporary name ends in ``.npz`` too)."""
+    import numpy as np
+
+    with atomic_path(path) as tmp:
+        np.savez(tmp, **arrays)
+    return pathlib.Path(path)
+
+
+# --- --out: writable, one set of settings, resumable ------------------------------------------------------
+
+OVERWRITE_HELP = ("replace results in --out computed with other settings (without it such a folder is refused, "
+                  "exit 2, naming the settings that differ; with the same settings finished parts are kept "
+                  "and skipped)")
+
+
+def add_overwrite(parser):
+    """Add ``--overwrite`` (`OVERWRITE_HELP`) to `parser`."""
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+
+
+def check_out(parser, out, flag="--out") -> pathlib.Path:
+    """Create the folder `out` and write a probe file in it before any work; if that fails, exit 2 with
+    one line naming `flag` (``parser.error``)."""
+    from experiments.sweep_cli import error_text
+    from jaxsoa.workflows.store import probe_writable
+
+    try:
+        return probe_writable(out)
+    except OSError as error:
+        parser.error(f"argument {flag}: {error_text(error)}")
+
+
+class SettingsMismatchError(ValueError):
+    """--out already holds results computed with other settings."""
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """``"name old → new"`` for each setting that differs between two settings dicts."""
+    return [f"{k} {old.get(k, '(unset)')!r} → {new.get(k, '(unset)')!r}"
+            for k in sorted(set(old) | set(new), key=str) if old.get(k) != new.get(k)]
+
+
+SOURCE_FOLDERS = ("jaxsoa", "experiments", "sims")
+"""The folders whose Python sources make a result: a change in them makes earlier results stale."""
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A short hash of the package's, the experiments' and the simulations' Python sources (path and
+    bytes of every ``*.py`` under `SOURCE_FOLDERS`): recorded with results, so a rerun after a code
+    change does not take old results for finished ones."""
+    import hashlib
+
+    root, digest = pathlib.Path(__file__).resolve().parent.parent, hashlib.sha256()
+    for folder in SOURCE_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+class Record:
+    """The JSON results file of a command in its --out folder: ``{"settings": {...}, ...payload,
+    "items": {name: result}}``, rewritten atomically each time an item (a task, a system, a case)
+    finishes, so an interrupted run keeps what it finished.
+
+    Opening it with the same `settings` as the file's resumes: `done` says which items to skip.
+    Other settings (or a file without settings, from an older version) raise `SettingsMismatchError`
+    naming them, unless `overwrite`, which starts afresh. With `code` the settings include
+    `code_fingerprint()`, so results of other sources count as other settings. ``summary(items) -> dict``: the command's
+    own keys (its tables over the finished items), written beside the settings."""
+
+    def __init__(self, path, settings: dict, overwrite=False, summary=None, code=True):
+        settings = {**settings, "code": code_fingerprint()} if code else settings
+        self.path, self.settings = pathlib.Path(path), json.loads(json.dumps(settings, default=_jsonable))
+        self.items, self.summary = {}, summary or (lambda items: {})
+        if not self.path.is_file():
+            return
+        try:
+            old = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            old = None
+        old_settings = old.get("settings") if isinstance(old, dict) else None
+        if old_settings == self.settings:
+            self.items = dict(old.get("items", {}))
+        elif not overwrite:
+            what = "; ".join(differences(old_settings, self.settings)) if isinstance(old_settings, dict) \
+                else "no recorded settings (an older or foreign file)"
+            raise SettingsMismatchError(f"{self.path} holds results of other settings ({what}): pass --overwrite to "
+                                   "replace them, or choose another --out")
+
+    def done(self, name, files=()) -> bool:
+        """`name` finished with these settings and its `files` (paths) are all present."""
+        return name in self.items and all(pathlib.Path(f).is_file() for f in files)
+
+    def add(self, name, result):
+        """Record item `name` finished with `result` (stored as its JSON round trip, so a resumed run
+        reads back exactly what an uninterrupted one uses) and rewrite the file (`save`)."""
+        self.items[name] = json.loads(json.dumps(result, default=_jsonable))
+        self.save()
+
+    def save(self):
+        """Rewrite the file atomically: the settings, the summary keys, the items."""
+        write_json(self.path, {"settings": self.settings, **self.summary(self.items), "items": self.items})
+
+
+def open_record(parser, path, settings: dict, overwrite: bool, code=True) -> Record:
+    """`Record` for a command's main: a mismatch exits 2 with one line naming ``--out`` and the settings."""
+    try:
+        return Record(path, settings, overwrite, code=code)
+    except SettingsMismatchError as error:
+        parser.error(f"argument --out: {error}")
+
+
+def report_resume(desc, skipped, total):
+    """Print ``desc: resuming, N of M already done (…)`` when a rerun skips finished items."""
+    if skipped:
+        print(f"{desc}: resuming: {len(skipped)} of {total} already done with the same settings, skipped "
+              f"({', '.join(map(str, skipped))}); --overwrite recomputes them", flush=True)
+
+
+# --- the command entry: Ctrl-C ------------------------------------------------------------------------------
+
+EXIT_INTERRUPTED = 130
+
+
+def interruptible(saved: str):
+    """Decorate a command's ``main``: Ctrl-C (KeyboardInterrupt) exits 130 with one line on stderr
+    saying `saved` (what was kept and how to resume) instead of a traceback."""
+    def wrap(main):
+        @functools.wraps(main)
+        def entry(*args, **kwargs):
+            try:
+                return main(*args, **kwargs)
+            except KeyboardInterrupt:
+                print(f"{pathlib.Path(sys.argv[0]).name if sys.argv else 'command'}: interrupted (Ctrl-C); "
+                      f"{saved}", file=sys.stderr)
+                return EXIT_INTERRUPTED
+        return entry
+    return wrap
+
+
+RESUME_NOTE = "the finished parts are saved in --out; run the same command again to resume"
+NO_RESUME_NOTE = "nothing of this run was written; the previous files in --out are intact"

@@ -16,7 +16,7 @@ import argparse
 import importlib
 import sys
 
-from experiments._common import use_compilation_cache
+from experiments._common import EXIT_INTERRUPTED, OneLineParser, use_compilation_cache
 
 PROG = "python -m experiments"
 
@@ -33,7 +33,7 @@ COMMANDS = {
 
 def _parser():
     lines = [f"  {name:<10} {desc}" for name, (_, desc) in COMMANDS.items()]
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="commands:\n" + "\n".join(lines))
     parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND", help="one of: " + ", ".join(COMMANDS))
@@ -61,9 +61,13 @@ def main(argv=None):
         args = _reproduce_argv(args)
     if parsed.command != "bench":               # benchmarks time compiles: they never read a cache
         use_compilation_cache()
-    module = importlib.import_module(module_name)
     sys.argv[0] = f"{PROG} {parsed.command}"
-    status = module.main(args)
+    try:
+        module = importlib.import_module(module_name)
+        status = module.main(args)
+    except KeyboardInterrupt:                   # the commands catch it themselves; this covers their imports
+        print(f"{PROG} {parsed.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return status if isinstance(status, int) else 0      # a command's own status: 1 for non-finite results
 
 

@@ -21,9 +21,17 @@ unstable for the model's highest frequency) is refused, so any divergence is phy
 linear model's state is frozen (and reported as diverged) once its tip deflection exceeds L. Writes
 flexible_spinup.png, flexible_spinup.md (table of peak and final deflections) and
 flexible_spinup.csv (t and the three tip deflections, NaN after divergence).
+
+Saving and reruns: every file is written atomically; flexible_spinup.json records the settings
+(duration, segments, modes, dt) and each model's tip series as soon as that model is simulated.
+Rerunning with the same settings skips the models already done (it prints which) and gives the same
+plot and tables as an uninterrupted run; an --out holding results of other settings is refused (exit
+2, naming the settings that differ) unless --overwrite is given. Ctrl-C exits 130 keeping the
+finished models.
 """
 
 import pathlib
+import sys
 import time
 
 import jax
@@ -31,7 +39,22 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 
-from experiments._common import command_parser, exit_status, positive_float, positive_int
+from experiments._common import (
+    RESUME_NOTE,
+    Record,
+    add_overwrite,
+    check_out,
+    command_parser,
+    exit_status,
+    interruptible,
+    open_atomic,
+    open_record,
+    positive_float,
+    positive_int,
+    report_resume,
+    save_figure,
+    write_text,
+)
 from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.systems.flexible import rfem as flexible
@@ -131,34 +154,52 @@ def simulate_chain(n_segments, duration, dt, beam=KANE_BEAM):
     return np.asarray(run(x0))
 
 
-def run(out_dir, duration=20.0, n_segments=10, n_modes=4, dt=0.002, progress=True):
-    """Simulate the three models, write the plot and the table; return the table rows."""
+RECORD = "flexible_spinup.json"
+
+
+def settings(duration=20.0, n_segments=10, n_modes=4, dt=0.002):
+    """The settings the simulations depend on, as recorded in flexible_spinup.json."""
+    return dict(duration=duration, segments=n_segments, modes=n_modes, dt=dt)
+
+
+def simulate_case(simulate, t):
+    """Run one model: {"row": its table row but the name, "tip": the tip series, NaN after divergence}."""
+    start = time.perf_counter()
+    tip = simulate()
+    seconds = time.perf_counter() - start
+    diverged = np.abs(tip) > KANE_BEAM.length
+    t_div = float(t[np.argmax(diverged)]) if diverged.any() else None
+    masked = np.where(diverged, np.nan, tip)
+    return {"row": dict(peak_abs_tip_m=float(np.nanmax(np.abs(masked))),
+                        final_tip_m=float(tip[-1]) if t_div is None else None, diverged_at_s=t_div, wall_s=seconds),
+            "tip": masked}
+
+
+def run(out_dir, duration=20.0, n_segments=10, n_modes=4, dt=0.002, progress=True, overwrite=False):
+    """Simulate the three models, each saved as it finishes and skipped when already done with the
+    same settings (module doc); write the plot and the table; return the table rows."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    record = Record(out_dir / RECORD, settings(duration, n_segments, n_modes, dt), overwrite)
     t = np.arange(round(duration / dt) + 1) * dt
     cases = [("assumed modes, linear (no stiffening)", lambda: simulate_modal(n_modes, False, duration, dt)),
              ("assumed modes, geometric stiffening", lambda: simulate_modal(n_modes, True, duration, dt)),
              (f"rigid finite elements, N = {n_segments} (jaxsoa RNEA/CRBA)",
               lambda: simulate_chain(n_segments, duration, dt))]
-    rows, tips = [], {}
+    report_resume("flexible_spinup", [name for name, _ in cases if record.done(name)], len(cases))
     for name, simulate in cases:
-        start = time.perf_counter()
-        tip = simulate()
-        seconds = time.perf_counter() - start
-        diverged = np.abs(tip) > KANE_BEAM.length
-        t_div = float(t[np.argmax(diverged)]) if diverged.any() else None
-        tips[name] = np.where(diverged, np.nan, tip)
-        rows.append(dict(model=name, peak_abs_tip_m=float(np.nanmax(np.abs(tips[name]))),
-                         final_tip_m=float(tip[-1]) if t_div is None else None,
-                         diverged_at_s=t_div, wall_s=seconds))
-        if progress:
-            print(f"{name}: {seconds:.1f} s")
+        if not record.done(name):
+            record.add(name, simulate_case(simulate, t))
+            if progress:
+                print(f"{name}: {record.items[name]['row']['wall_s']:.1f} s", flush=True)
+    rows = [dict(model=name, **record.items[name]["row"]) for name, _ in cases]
+    tips = {name: np.asarray(record.items[name]["tip"], float) for name, _ in cases}
     stiff, chain = (tips[cases[1][0]], tips[cases[2][0]])
     rows.append(dict(model="max |chain − stiffened modal|", peak_abs_tip_m=float(np.max(np.abs(stiff - chain))),
                      final_tip_m=None, diverged_at_s=None, wall_s=0.0))
     header = "t," + ",".join(f'"{name}"' for name in tips)
-    np.savetxt(out_dir / "flexible_spinup.csv", np.column_stack([t, *tips.values()]), delimiter=",",
-               header=header, comments="")
+    with open_atomic(out_dir / "flexible_spinup.csv") as f:
+        np.savetxt(f, np.column_stack([t, *tips.values()]), delimiter=",", header=header, comments="")
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for name, tip in tips.items():
         ax.plot(t, tip, label=name)
@@ -166,19 +207,20 @@ def run(out_dir, duration=20.0, n_segments=10, n_modes=4, dt=0.002, progress=Tru
            title=f"Spin-up to Ω = {OMEGA} rad/s in T_s = {T_SPIN} s (Kane, Ryan, Banerjee 1987)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out_dir / "flexible_spinup.png", dpi=120)
+    save_figure(fig, out_dir / "flexible_spinup.png", dpi=120)
     plt.close(fig)
     lines = ["| model | peak abs tip [m] | final tip [m] | diverged at [s] | wall [s] |", "|---|---|---|---|---|"]
     for r in rows:
         final = "-" if r["final_tip_m"] is None else f"{r['final_tip_m']:.5f}"
         div = "-" if r["diverged_at_s"] is None else f"{r['diverged_at_s']:.2f}"
         lines.append(f"| {r['model']} | {r['peak_abs_tip_m']:.5f} | {final} | {div} | {r['wall_s']:.1f} |")
-    (out_dir / "flexible_spinup.md").write_text("\n".join(lines) + "\n")
+    write_text(out_dir / "flexible_spinup.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
-    print(f"wrote flexible_spinup.png, flexible_spinup.md and flexible_spinup.csv under {out_dir.resolve()}")
+    print(f"wrote flexible_spinup.png, flexible_spinup.md, flexible_spinup.csv and {RECORD} under {out_dir.resolve()}")
     return rows
 
 
+@interruptible(RESUME_NOTE)
 def main(argv=None):
     jax.config.update("jax_enable_x64", True)
     parser = command_parser(__doc__, "outputs/flexible_spinup", "folder for the plot and tables")
@@ -187,9 +229,13 @@ def main(argv=None):
                         help="rigid finite elements of the beam (default 10)")
     parser.add_argument("--modes", type=positive_int, default=4, help="assumed modes (default 4)")
     parser.add_argument("--dt", type=positive_float, default=0.002, help="RK4 step [s] (default 0.002)")
+    add_overwrite(parser)
     args = parser.parse_args(argv)
-    return exit_status(run(args.out, args.duration, args.segments, args.modes, args.dt), parser.prog)
+    out = check_out(parser, args.out)
+    open_record(parser, out / RECORD, settings(args.duration, args.segments, args.modes, args.dt), args.overwrite)
+    return exit_status(run(args.out, args.duration, args.segments, args.modes, args.dt, overwrite=args.overwrite),
+                       parser.prog)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -29,17 +29,35 @@ identifiability: parameters p, structural rank r, the training regressor's numer
 condition number of its base columns (unit-normed). Plots: identify_loss.png (GD loss per step,
 the stages marked) and identify_heldout.png (held-out torque of joint 2: truth, prior, WLS, GD).
 Table: identify_inertia.json / .md.
+
+Saving and reruns: every file is written atomically; identify_inertia.json records the settings (all
+options but --systems) and each system's rows and curves as soon as that system is done. Rerunning
+with the same settings skips the systems already done (it prints which) and gives the same tables and
+plots as an uninterrupted run; an --out holding results of other settings is refused (exit 2, naming
+the settings that differ) unless --overwrite is given. Ctrl-C exits 130 keeping the finished systems.
+When stderr is not a terminal, a progress line is printed every 30 s.
 """
 
 import functools
-import json
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import markdown_table, progress, run_command, start_run
+from experiments._common import (
+    RESUME_NOTE,
+    Record,
+    interruptible,
+    markdown_table,
+    progress,
+    report_resume,
+    run_command,
+    save_figure,
+    start_run,
+    write_text,
+)
 from jaxsoa.algorithms import regressor
 from jaxsoa.algorithms.free_floating import base_and_joint_dofs
 from jaxsoa.multibody.joints import JointType
@@ -189,7 +207,7 @@ def plot(out, curves):
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.5), squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
         c = curves[name]
-        ax.semilogy(c["losses"], label="log-Cholesky fit")
+        ax.semilogy(np.asarray(c["losses"]), label="log-Cholesky fit")
         ax.axhline(c["wls_loss"], color="k", ls="--", label="WLS optimum (unconstrained)")
         edges = np.cumsum([c["steps"]["adam_steps"], c["steps"]["lbfgs_steps"]])
         for x in edges:
@@ -197,23 +215,23 @@ def plot(out, curves):
         ax.set(title=f"{name}: Adam | L-BFGS | LM", xlabel="step", ylabel="weighted loss")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "identify_loss.png", dpi=110)
+    save_figure(fig, out / "identify_loss.png", dpi=110)
     plt.close(fig)
     fig, axes = plt.subplots(2, len(names), figsize=(5 * len(names), 6), squeeze=False, sharex="col")
     for top, bottom, name in zip(axes[0], axes[1], names, strict=True):
         c = curves[name]
-        truth = c["heldout"]["truth"]
+        truth, held = np.asarray(c["heldout"]["truth"]), {k: np.asarray(v) for k, v in c["heldout"].items()}
         top.plot(c["t"], truth, color="0.6", lw=3, label="truth")
         for label in ("prior", "WLS", "GD"):
-            top.plot(c["t"], c["heldout"][label], lw=1, ls=":" if label == "prior" else "-", label=label)
+            top.plot(c["t"], held[label], lw=1, ls=":" if label == "prior" else "-", label=label)
         for label in ("WLS", "GD"):
-            bottom.plot(c["t"], c["heldout"][label] - truth, lw=1, label=f"{label} − truth")
+            bottom.plot(c["t"], held[label] - truth, lw=1, label=f"{label} − truth")
         top.set(title=f"{name}: held-out torque, joint {c['joint'] + 1}", ylabel="τ [N m]")
         bottom.set(xlabel="t [s]", ylabel="prediction error [N m]")
         top.legend(fontsize=7)
         bottom.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "identify_heldout.png", dpi=110)
+    save_figure(fig, out / "identify_heldout.png", dpi=110)
     plt.close(fig)
 
 
@@ -226,29 +244,45 @@ def table(rows) -> str:
                                     for r in rows))
 
 
+RECORD = "identify_inertia.json"
+
+
+def settings(duration=20.0, stride=5, amplitude=1.0, noise=0.02, prior_sigma=0.3, adam_steps=500, lbfgs_steps=100,
+             gauss_newton_steps=30, seed=0):
+    """The settings a system's results depend on, as recorded in identify_inertia.json."""
+    return dict(duration=duration, stride=stride, amplitude=amplitude, noise=noise, prior_sigma=prior_sigma,
+                adam_steps=adam_steps, lbfgs_steps=lbfgs_steps, gauss_newton_steps=gauss_newton_steps, seed=seed)
+
+
 def run(out_dir, systems=tuple(SYSTEMS), duration=20.0, stride=5, amplitude=1.0, noise=0.02, prior_sigma=0.3,
-        adam_steps=500, lbfgs_steps=100, gauss_newton_steps=30, seed=0):
-    """Run the identification on `systems`; writes plots and tables into `out_dir`, returns the rows."""
+        adam_steps=500, lbfgs_steps=100, gauss_newton_steps=30, seed=0, overwrite=False):
+    """Run the identification on `systems`, saving each system as it finishes and skipping those already
+    done with the same settings (module doc); writes plots and tables into `out_dir`, returns the rows."""
     out = start_run(out_dir)
     steps = dict(adam_steps=adam_steps, lbfgs_steps=lbfgs_steps, gauss_newton_steps=gauss_newton_steps)
-    rows, curves = [], {}
-    for name in progress(systems, desc="identify"):
-        system_rows, curves[name] = identify_system(name, seed, duration, stride, amplitude, noise, prior_sigma,
-                                                    steps)
-        rows += system_rows
-    plot(out, curves)
+    record = Record(out / RECORD, settings(duration, stride, amplitude, noise, prior_sigma, seed=seed, **steps),
+                    overwrite, summary=lambda items: {"rows": [r for n in SYSTEMS if n in items
+                                                               for r in items[n]["rows"]]})
+    report_resume("identify", [n for n in systems if record.done(n)], len(systems))
+    for name in progress([n for n in systems if not record.done(n)], desc="identify", unit="system"):
+        system_rows, curves = identify_system(name, seed, duration, stride, amplitude, noise, prior_sigma, steps)
+        record.add(name, {"rows": system_rows, "curves": curves})
+        print(f"identify {name}: done, saved in {RECORD}", flush=True)
+    rows = [r for name in systems for r in record.items[name]["rows"]]
+    plot(out, {name: record.items[name]["curves"] for name in systems})
     text = table(rows)
     print(text)
-    (out / "identify_inertia.md").write_text(text + "\n")
-    (out / "identify_inertia.json").write_text(json.dumps(rows, indent=1))
+    write_text(out / "identify_inertia.md", text + "\n")
     print(f"wrote identify_inertia.md, identify_inertia.json, identify_loss.png and identify_heldout.png under "
           f"{out.resolve()}")
     return rows
 
 
+@interruptible(RESUME_NOTE)
 def main(argv=None):
     return run_command(run, __doc__, argv, "outputs/identify",
-                ("--systems", dict(nargs="*", choices=sorted(SYSTEMS), default=list(SYSTEMS))),
+                ("--systems", dict(nargs="+", choices=sorted(SYSTEMS), default=list(SYSTEMS),
+                                   help="systems to identify (default all)")),
                 ("--duration", 20.0, "simulated time per trajectory [s]"),
                 ("--stride", 5, "RK4 steps between samples (dt = 10 ms)"),
                 ("--amplitude", 1.0, "joint reference amplitude [rad]"),
@@ -257,8 +291,9 @@ def main(argv=None):
                 ("--adam-steps", 500, "Adam steps", "nonnegative"),
                 ("--lbfgs-steps", 100, "L-BFGS steps", "nonnegative"),
                 ("--gauss-newton-steps", 30, "Levenberg–Marquardt steps", "nonnegative"),
-                ("--seed", 0, "random seed", "nonnegative"))
+                ("--seed", 0, "random seed", "nonnegative"),
+                record=(RECORD, lambda systems, *values: settings(*values)))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

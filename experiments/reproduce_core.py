@@ -5,6 +5,7 @@ pendulum's exact period (validation.md), with plots.
 """
 
 import pathlib
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +13,7 @@ import numpy as np
 from scipy.special import ellipk
 
 import jaxsoa
-from experiments._common import command_parser, markdown_table, positive_int, start_run
+from experiments._common import command_parser, markdown_table, positive_int, save_figure, start_run, write_text
 from jaxsoa.integrators import rollout
 from jaxsoa.io import example_robot_urdf
 
@@ -81,7 +82,7 @@ def run(out: pathlib.Path, n_states=100):
         *((f"Panda {name} vs Pinocchio", dt, f"{err:.2e}") for name, dt, err in rows),
         *((f"pendulum period, RK4 dt={dt}", "float64", f"{abs(T - exact) / exact:.2e}") for dt, T, _, _ in pend)])
     print(table)
-    (out / "core_table.md").write_text(table + "\n")
+    write_text(out / "core_table.md", table + "\n")
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     labels = [f"{n}\n{d}" for n, d, _ in rows]
@@ -98,11 +99,11 @@ def run(out: pathlib.Path, n_states=100):
             title=f"Pendulum released horizontal: period (T_exact = {exact:.6f} s)")
     ax2.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "core_validation.png", dpi=120)
+    save_figure(fig, out / "core_validation.png", dpi=120)
     plt.close(fig)
     print(f"wrote {out / 'core_table.md'} and {out / 'core_validation.png'}")
     return rows, exact, pend
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

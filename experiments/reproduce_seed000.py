@@ -19,6 +19,7 @@ Torques are matched by joint name. Gravity zero.
 """
 
 import pathlib
+import sys
 import time
 
 import jax
@@ -27,7 +28,16 @@ import numpy as np
 import pinocchio as pin
 
 import jaxsoa
-from experiments._common import command_parser, legend_outside, markdown_table, positive_float, positive_int, start_run
+from experiments._common import (
+    command_parser,
+    legend_outside,
+    markdown_table,
+    positive_float,
+    positive_int,
+    save_figure,
+    start_run,
+    write_text,
+)
 from jaxsoa.topology.reconfigure import apply_configuration, design_arrays
 from sims import dual_arm_spacecraft as sc
 
@@ -155,7 +165,7 @@ def plot(path, title, t, tau, errors, labels):
     for ax in axes:
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -188,7 +198,7 @@ def run(out: pathlib.Path, period=2000.0, samples=401, floating=True):
                        [(r[0], r[1], f"{r[2]:.3e}", f"{r[3]:.2e}", f"{r[3] / r[2]:.1e}", f"{r[4]:.2e}") for r in rows]),
     ])
     print(table)
-    (out / "seed000_table.md").write_text("\n".join([table, "", *text]) + "\n")
+    write_text(out / "seed000_table.md", "\n".join([table, "", *text]) + "\n")
     print(f"wrote {out / 'seed000_table.md'} and {len(rows)} plots seed000_*.png")
     return rows
 
@@ -204,4 +214,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

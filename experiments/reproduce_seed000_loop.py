@@ -30,6 +30,7 @@ curves on a log scale (seed000_loop.png), the constraint error of the four jaxso
 """
 
 import json
+import sys
 import time
 
 import jax
@@ -37,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
 
-from experiments._common import legend_outside, markdown_table, run_command, start_run
+from experiments._common import legend_outside, markdown_table, run_command, save_figure, start_run, write_text
 from experiments.seed002_reference import pin_rollout
 from jaxsoa.constraints.closure import constraint_error
 from jaxsoa.constraints.dynamics import forward_dynamics_constrained
@@ -134,7 +135,7 @@ def plot(path, t, q, v, qdd, errors, title):
     for ax in axes:
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -150,7 +151,7 @@ def plot_drift(path, t, drifts, title):
     ax.grid(alpha=0.3, which="both")
     legend_outside(ax, fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -234,8 +235,8 @@ def run(out_dir, duration=10.0, dt=0.01, baumgarte=5.0):
         f"cut (storage indices = link ID − 1): {cut}",
         f"P of the cut tree (the seed's eq. 30), rows/columns = link IDs 1..8:\n{p_text}"])
     print(table)
-    (out / "seed000_loop_table.md").write_text(table + "\n")
-    (out / "seed000_loop_table.json").write_text(json.dumps([dict(quantity=a, value=b, bound=c)
+    write_text(out / "seed000_loop_table.md", table + "\n")
+    write_text(out / "seed000_loop_table.json", json.dumps([dict(quantity=a, value=b, bound=c)
                                                              for a, b, c in rows], indent=1, ensure_ascii=False))
     print(f"wrote {out / 'seed000_loop_table.md'}, {out / 'seed000_loop.png'} and {out / 'seed000_loop_drift.png'}")
     return rows
@@ -248,4 +249,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

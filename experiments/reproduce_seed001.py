@@ -38,6 +38,7 @@ draws in one compiled vmapped call per time chunk; histograms of peak tension an
 
 import dataclasses
 import pathlib
+import sys
 import time
 
 import jax
@@ -45,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import advance, legend_outside, markdown_table, run_command, start_run
+from experiments._common import advance, legend_outside, markdown_table, run_command, save_figure, start_run, write_text
 from jaxsoa.systems import orbit as orb
 from jaxsoa.systems.tether import coupling
 from jaxsoa.systems.tether import reel_control as rc
@@ -277,7 +278,7 @@ def plot_coupled(out, res, law):
     for ax in (axes[0], axes[2], axes[3]):
         legend_outside(ax, fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "seed001_coupled.png", dpi=110)
+    save_figure(fig, out / "seed001_coupled.png", dpi=110)
     plt.close(fig)
 
 
@@ -297,7 +298,7 @@ def plot_dispersion(out, peaks, final_amplitude, retrieval_amplitude, rates, fin
     axes[2].set(xlabel="retrieval rate c (l̇ = −c n l)", ylabel="final length [m]", yscale="log")
     fig.suptitle(f"Dispersion over {len(peaks)} draws of (EA, α, retrieval rate, θ₀), reduced model")
     fig.tight_layout()
-    fig.savefig(out / "seed001_dispersion.png", dpi=110)
+    save_figure(fig, out / "seed001_dispersion.png", dpi=110)
     plt.close(fig)
 
 
@@ -370,7 +371,7 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
                        f"hold {hold:g} s, retrieve {retrieve:g} s to {l_end:g} m",
                        "", markdown_table(("quantity", "value"), rows)])
     print(table)
-    (out / "seed001_table.md").write_text(table + "\n")
+    write_text(out / "seed001_table.md", table + "\n")
     print(f"wrote {out / 'seed001_table.md'}, {out / 'seed001_coupled.png'} and {out / 'seed001_dispersion.png'}")
     return rows
 
@@ -386,4 +387,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -24,6 +24,7 @@ classical RK4, τ in `qfrc_applied`) for (a) and `mj_inverse` for (b). Joints ar
 
 import collections
 import pathlib
+import sys
 import time
 
 import jax
@@ -33,7 +34,16 @@ import pinocchio as pin
 from scipy.spatial.transform import Rotation
 
 import jaxsoa
-from experiments._common import command_parser, legend_outside, markdown_table, positive_float, progress, start_run
+from experiments._common import (
+    command_parser,
+    legend_outside,
+    markdown_table,
+    positive_float,
+    progress,
+    save_figure,
+    start_run,
+    write_text,
+)
 from experiments.seed002_reference import jax_dexp_inv, pin_free_floating, pin_rollout, rk4
 from sims import space_arm_7dof as arm
 
@@ -94,7 +104,7 @@ def plot(path, title, t, panels, errors, error_unit, overlay_label="closed form"
     axes[-1].grid(alpha=0.3, which="both")
     axes[0].set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -275,7 +285,7 @@ def run(out: pathlib.Path, duration=10.0, only=tuple(RUNS)):
                        markdown_table(("run", "quantity", "reference", "max abs error", "max abs value", "expected"),
                                       rows)])
     print(table)
-    (out / "seed002_table.md").write_text(table + "\n")
+    write_text(out / "seed002_table.md", table + "\n")
     print(f"wrote {out / 'seed002_table.md'} and {len(only)} plots seed002_*.png")
     return rows
 
@@ -289,4 +299,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -25,13 +25,23 @@ import csv
 import dataclasses
 import json
 import pathlib
+import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments._common import legend_outside, markdown_table, progress, run_command, start_run
+from experiments._common import (
+    legend_outside,
+    markdown_table,
+    open_atomic,
+    progress,
+    run_command,
+    save_figure,
+    start_run,
+    write_text,
+)
 from experiments.seed004_reference import closed_loop_forces
 from jaxsoa.spatial.rotation import quat_to_rotation, rotation_to_quat
 from jaxsoa.systems.stewart import dynamics as sd
@@ -119,7 +129,7 @@ def plot_profile(out, profile, times, forces, pressures):
     legend_outside(axes[0], fontsize=7)
     axes[-1].set(xlabel="t [s]")
     fig.tight_layout()
-    fig.savefig(out / f"seed004_forces_{profile}.png", dpi=110)
+    save_figure(fig, out / f"seed004_forces_{profile}.png", dpi=110)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(10, 3))
     for style, (case, p) in zip(("-", "--"), pressures.items(), strict=True):
@@ -129,7 +139,7 @@ def plot_profile(out, profile, times, forces, pressures):
     legend_outside(ax, fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out / f"seed004_pressures_{profile}.png", dpi=110)
+    save_figure(fig, out / f"seed004_pressures_{profile}.png", dpi=110)
     plt.close(fig)
 
 
@@ -159,9 +169,9 @@ def sweep(out, path, times, dt, grid):
            title="sine profile, individual tanks")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "seed004_sweep.png", dpi=110)
+    save_figure(fig, out / "seed004_sweep.png", dpi=110)
     plt.close(fig)
-    (out / "seed004_sweep.json").write_text(json.dumps(best, indent=1) + "\n")
+    write_text(out / "seed004_sweep.json", json.dumps(best, indent=1) + "\n")
     return best
 
 
@@ -202,8 +212,8 @@ def run(out: pathlib.Path, duration=10.0, dt=0.01, grid=12):
                        f"sweep optimum (sine, individual tanks, {grid}×{grid}): tank {best['tank_volume_m3']:.3f} m³, "
                        f"precharge {best['precharge_MPa']:.3f} MPa, RMS force {best['rms_force_kN']:.2f} kN"])
     print(table)
-    (out / "seed004_table.md").write_text(table + "\n")
-    with open(out / "seed004_table.csv", "w", newline="") as f:
+    write_text(out / "seed004_table.md", table + "\n")
+    with open_atomic(out / "seed004_table.csv", "w", newline="") as f:
         csv.writer(f).writerows([HEADER, *rows])
     print(f"wrote {out / 'seed004_table.md'}, seed004_table.csv, seed004_sweep.json and the plots seed004_*.png")
     return rows, dict(replay_position=float(t_err), replay_rotation=float(r_err), power_balance=float(balance),
@@ -216,4 +226,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

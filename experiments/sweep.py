@@ -43,7 +43,7 @@ import matplotlib
 import numpy as np
 
 from experiments import sweep_cli
-from experiments._common import markdown_table
+from experiments._common import markdown_table, save_figure
 from experiments.sweep_systems import DT, OMEGA, SYSTEMS, TETHER_DT, SweepSystem  # noqa: F401  (re-exported)
 from jaxsoa.workflows.results import nonfinite_counts, summarize, write_atomic
 from jaxsoa.workflows.runner import StopOnSignals, run_sweep
@@ -142,7 +142,7 @@ def plot_histograms(path, system: str, spec: SweepSystem, inputs: dict, outputs:
             ax.legend(fontsize=7)
     fig.suptitle(f"{system}: {spec.description} ({len(values)} samples)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -154,6 +154,20 @@ def markdown(rows, throughput) -> str:
                            ((t["system"], f"{t['done']} of {t['count']}", t["computed"], t["steps"], t["devices"],
                              t["chunk"], f"{t['wall_s']:.2f}", f"{t['samples_per_s']:.1f}") for t in throughput))
     return f"{stats}\n\n{speed}"
+
+
+def merge_previous(path, systems, rows, throughput, nonfinite):
+    """This run's summary (rows, throughput, nonfinite) of `systems` joined with the entries of the
+    other systems in the summary already at `path` (a sweep of another system into the same --out), so
+    no system's summary is lost."""
+    try:
+        old = json.loads(pathlib.Path(path).read_text())
+    except (OSError, ValueError):
+        return rows, throughput, nonfinite
+    keep = [s for s in dict.fromkeys(r["system"] for r in old.get("throughput", [])) if s not in systems]
+    return ([r for r in old.get("rows", []) if r["system"] in keep] + rows,
+            [t for t in old.get("throughput", []) if t["system"] in keep] + throughput,
+            {**{s: n for s, n in old.get("nonfinite", {}).items() if s in keep}, **nonfinite})
 
 
 def run(out_dir, systems=("space_arm", "dual_arm"), count=512, chunk=256, steps=200, seed=0, *, resume=False,
@@ -178,6 +192,9 @@ def run(out_dir, systems=("space_arm", "dual_arm"), count=512, chunk=256, steps=
             break
         spec = SYSTEMS[system]
         batch = spec.sample(np.random.default_rng([seed, list(SYSTEMS).index(system)]), count)  # per-system stream
+        if writer and resume and (out_dir / system / "zarr.json").is_file():
+            done = int(open_store(out_dir / system).done_samples().sum())
+            print(f"{system}: resuming: {done} of {count} samples already done", flush=True)
         bar = sweep_cli.Progress(system, count, progress_every) if writer and progress else None
         start = time.perf_counter()
         try:
@@ -206,6 +223,8 @@ def run(out_dir, systems=("space_arm", "dual_arm"), count=512, chunk=256, steps=
         if outcome.stopped:
             break
     if writer:
+        rows, throughput, nonfinite = merge_previous(out_dir / "sweep_summary.json", list(outcomes), rows, throughput,
+                                                     nonfinite)
         table = markdown(rows, throughput)
         write_atomic(out_dir / "sweep_summary.md", table + "\n")
         write_atomic(out_dir / "sweep_summary.json", json.dumps({"rows": rows, "throughput": throughput,

@@ -19,20 +19,38 @@ For each case, formulation and mesh n (`--elements`, step dt · min(1, 16/n)): t
 |E(T) − E(0) − W| / |W|, and the drift of linear and angular momentum |P(T) − P(0)| / Σ|p| (Σ|p|: the sum of
 the parts' momentum magnitudes at t = 0). Then at n = `--dt-elements` the residual against dt. Writes
 tether_convergence.json, tether_convergence.md (the tables) and tether_convergence.png.
+
+Saving and reruns: every file is written atomically; tether_convergence.json records the settings
+(elements, horizon, dt, dt-elements) and each case's measurements as soon as that case is done.
+Rerunning with the same settings skips the cases already done (it prints which) and gives the same
+tables and plot as an uninterrupted run; an --out holding results of other settings is refused (exit
+2, naming the settings that differ) unless --overwrite is given. Ctrl-C exits 130 keeping the
+finished cases.
 """
 
+import argparse
 import dataclasses
 import functools
 import itertools
-import json
 import pathlib
+import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments._common import markdown_table, run_command, start_run
+from experiments._common import (
+    RESUME_NOTE,
+    Record,
+    interruptible,
+    markdown_table,
+    report_resume,
+    run_command,
+    save_figure,
+    start_run,
+    write_text,
+)
 from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.systems.tether.fem import FORMULATIONS, element_strain, element_tension, straight_state, tether_params
 from jaxsoa.systems.tether.reels import energy_rates, system_energy, system_momentum, tether_dynamics, tether_inputs
@@ -181,24 +199,56 @@ def plot(path, mesh, steps, elements, dt_elements):
                title="case, formulation (squares, solid: energy_consistent; circles, dashed: nodal)",
                title_fontsize=7)
     fig.tight_layout(rect=(0, 0.16, 1, 1))
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
-def run(out: pathlib.Path, elements="4,8,16,32,64", horizon=2.0, dt=2e-3, dt_elements=16):
-    """The two studies; writes the JSON, the tables and the plot, returns the summary dict."""
-    out = start_run(out)
-    elements = sorted(int(x) for x in str(elements).split(","))
-    if not elements or min(elements) < 2:
-        raise ValueError(f"--elements: every element count must be an int ≥ 2, got {elements}")
+def element_counts(text) -> list[int]:
+    """The argparse type of --elements: comma-separated integers ≥ 2, returned sorted."""
+    try:
+        counts = sorted(int(x) for x in str(text).split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers ≥ 2, got {text!r}") from None
+    if not counts or min(counts) < 2:
+        raise argparse.ArgumentTypeError(f"every element count must be ≥ 2, got {text!r}")
+    return counts
+
+
+RECORD = "tether_convergence.json"
+
+
+def settings(elements=(4, 8, 16, 32, 64), horizon=2.0, dt=2e-3, dt_elements=16):
+    """The settings the measurements depend on, as recorded in tether_convergence.json."""
+    return dict(elements=list(elements), horizon=horizon, dt=dt, dt_elements=dt_elements)
+
+
+def measure_case(case, elements, horizon, dt, dt_elements):
+    """One case's measurements, both formulations: {"mesh": [...], "dt_study": [...]}."""
     mesh, steps = [], []
+    for form in FORMULATIONS:
+        for n in elements:
+            mesh.append(measure(case, form, n, dt * min(1.0, 16 / n), horizon))
+            print(f"{case:20s} {form:18s} n = {n:3d}: residual {mesh[-1]['residual']:.3e}", flush=True)
+        for step in (2 * dt, dt, dt / 2, dt / 4):
+            steps.append(measure(case, form, dt_elements, step, horizon))
+    return {"mesh": mesh, "dt_study": steps}
+
+
+def run(out: pathlib.Path, elements="4,8,16,32,64", horizon=2.0, dt=2e-3, dt_elements=16, overwrite=False):
+    """The two studies, each case saved as it finishes and skipped when already done with the same
+    settings (module doc); writes the JSON, the tables and the plot, returns the summary dict."""
+    elements = element_counts(",".join(map(str, elements)) if isinstance(elements, (list, tuple)) else elements)
+    out = start_run(out)
+    record = Record(out / RECORD, settings(elements, horizon, dt, dt_elements), overwrite,
+                    summary=lambda items: dict(horizon=horizon, dt=dt, elements=elements, dt_elements=dt_elements,
+                                               mesh=[r for c in CASES if c in items for r in items[c]["mesh"]],
+                                               dt_study=[r for c in CASES if c in items for r in items[c]["dt_study"]]))
+    report_resume("tether_convergence", [c for c in CASES if record.done(c)], len(CASES))
     for case in CASES:
-        for form in FORMULATIONS:
-            for n in elements:
-                mesh.append(measure(case, form, n, dt * min(1.0, 16 / n), horizon))
-                print(f"{case:20s} {form:18s} n = {n:3d}: residual {mesh[-1]['residual']:.3e}", flush=True)
-            for step in (2 * dt, dt, dt / 2, dt / 4):
-                steps.append(measure(case, form, dt_elements, step, horizon))
+        if not record.done(case):
+            record.add(case, measure_case(case, elements, horizon, dt, dt_elements))
+    mesh = [r for c in CASES for r in record.items[c]["mesh"]]
+    steps = [r for c in CASES for r in record.items[c]["dt_study"]]
     header = ("case", "formulation", *(f"n = {n}" for n in elements), "observed orders", "ΔP / Σ|p| (max)",
               "ΔH / (Σ|p| r) at n = 4 … max")
     rows = []
@@ -221,21 +271,21 @@ def run(out: pathlib.Path, elements="4,8,16,32,64", horizon=2.0, dt=2e-3, dt_ele
                        "min tension over each run [N] (0: it went slack): " + ", ".join(
                            f"{c}: {min(r['min_tension'] for r in mesh if r['case'] == c):.2f}" for c in CASES)])
     print(table)
-    (out / "tether_convergence.md").write_text(table + "\n")
+    write_text(out / "tether_convergence.md", table + "\n")
     summary = dict(horizon=horizon, dt=dt, elements=elements, dt_elements=dt_elements, mesh=mesh, dt_study=steps)
-    (out / "tether_convergence.json").write_text(json.dumps(summary, indent=1))
     plot(out / "tether_convergence.png", mesh, steps, elements, dt_elements)
     print(f"wrote {out / 'tether_convergence.md'}, tether_convergence.json and tether_convergence.png")
     return summary
 
 
+@interruptible(RESUME_NOTE)
 def main(argv=None):
     return run_command(run, __doc__, argv, "outputs/tether_convergence",
-                       ("--elements", dict(default="4,8,16,32,64", help="element counts, comma-separated "
-                                           "(default 4,8,16,32,64)")),
+                       ("--elements", dict(type=element_counts, default="4,8,16,32,64",
+                                           help="element counts ≥ 2, comma-separated (default 4,8,16,32,64)")),
                        ("--horizon", 2.0, "simulated time per run [s]"), ("--dt", 2e-3, "base RK4 step [s]"),
-                       ("--dt-elements", 16, "mesh of the dt study"))
+                       ("--dt-elements", 16, "mesh of the dt study"), record=(RECORD, settings))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

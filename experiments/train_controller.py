@@ -29,11 +29,19 @@ same torque limit, ω from --ct-omega) are evaluated on the same held-out batch 
 same cost. The table reports the first training step (compilation included) and the median of the
 others. Writes train_<task>.png (training curve; held-out joint error over time per controller),
 policy_<task>.npz (the checkpoint), train_controller.json, and prints a table.
+
+Saving and reruns: every file is written atomically (a crash never leaves a half-written one), and
+each task's files and its entry in train_controller.json are written as soon as that task finishes.
+train_controller.json records the settings (batch, iters, horizon, lr, eval, ct-omega, seed, dynamics).
+Rerunning with the same settings skips the tasks already finished (it prints which) and gives the same
+final results as an uninterrupted run; an --out holding results of other settings is refused (exit 2,
+naming the settings that differ) unless --overwrite is given, which recomputes everything. Ctrl-C
+exits 130 keeping the finished tasks. When stderr is not a terminal, a progress line is printed every 30 s.
 """
 
 import dataclasses
-import json
 import pathlib
+import sys
 import time
 
 import jax
@@ -44,12 +52,21 @@ import optax
 
 import jaxsoa
 from experiments._common import (
+    RESUME_NOTE,
+    Record,
+    add_overwrite,
+    check_out,
     command_parser,
     exit_status,
+    interruptible,
     markdown_table,
     nonnegative_int,
+    open_record,
     positive_float,
     positive_int,
+    report_resume,
+    save_figure,
+    save_npz,
 )
 from experiments._common import progress as progress_bar
 from jaxsoa.algorithms.dynamics import aba_autodiff
@@ -223,47 +240,81 @@ def evaluate(task: Task, params, params0, horizon, n_eval, ct_omega, seed):
     return out
 
 
+RECORD = "train_controller.json"
+
+
+def settings(batch=128, iters=120, horizon=60, lr=1e-3, n_eval=256, ct_omega=3.0, seed=0, dynamics="adjoint"):
+    """The settings a task's results depend on, as recorded in train_controller.json."""
+    return dict(batch=batch, iters=iters, horizon=horizon, lr=lr, eval=n_eval, ct_omega=ct_omega, seed=seed,
+                dynamics=dynamics)
+
+
+def task_files(out_dir, name):
+    """The files of task `name` besides its entry in train_controller.json."""
+    return [out_dir / f"policy_{name}.npz", out_dir / f"train_{name}.png"]
+
+
+def run_task(out_dir, name, batch, iters, horizon, lr, n_eval, ct_omega, seed, progress, dynamics):
+    """Train and evaluate one task, write its checkpoint and plot; returns its entry {"rows", "training"}."""
+    task = TASKS[name]()
+    params, params0, losses, step_s = train(task, batch, iters, horizon, lr, seed, progress, dynamics)
+    seconds, later_s = float(step_s.sum()), float(np.median(step_s[1:])) if iters > 1 else float("nan")
+    results = evaluate(task, params, params0, horizon, n_eval, ct_omega, seed)
+    npz, png = task_files(out_dir, name)
+    save_npz(npz, **{f"{kind}{i}": np.asarray(x) for i, (W, b) in enumerate(params)
+                     for kind, x in (("W", W), ("b", b))})
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    ax0.semilogy(losses)
+    ax0.set(xlabel="training step", ylabel=f"mean cost per step (batch {batch})",
+            title=f"{name}: training ({seconds:.0f} s, {dynamics} gradient)")
+    times = DT * np.arange(1, horizon + 1)
+    rows = []
+    for controller, (cost, error) in results.items():
+        ax1.plot(times, error, label=f"{controller}: cost {cost:.3g}")
+        rows.append({"task": name, "controller": controller, "held-out cost": cost,
+                     "final joint error [rad]": float(error[-1]), "dynamics": dynamics, "train s": seconds,
+                     "first step s": float(step_s[0]), "step s": later_s, "rollouts/s": batch / later_s})
+    ax1.set(xlabel="t [s]", ylabel="mean |q − q*| [rad]", title=f"{name}: held-out, {n_eval} targets")
+    ax1.legend()
+    fig.tight_layout()
+    save_figure(fig, png, dpi=120)
+    plt.close(fig)
+    return {"rows": rows, "training": {"losses": losses.tolist(), "seconds": seconds, "dynamics": dynamics,
+                                       "step_seconds": step_s.tolist()}}
+
+
+def summary(items: dict) -> dict:
+    """train_controller.json's summary keys over the finished tasks: "rows" and "training" {task: ...}."""
+    names = [n for n in TASKS if n in items]
+    return {"rows": [r for n in names for r in items[n]["rows"]], "training": {n: items[n]["training"] for n in names}}
+
+
 def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=128, iters=120, horizon=60, lr=1e-3, n_eval=256,
-        ct_omega=3.0, seed=0, progress=True, dynamics="adjoint"):
-    """Train and evaluate each task; returns the table rows."""
+        ct_omega=3.0, seed=0, progress=True, dynamics="adjoint", overwrite=False):
+    """Train and evaluate each task, saving each as it finishes and skipping those already finished
+    with the same settings (module doc); returns the table rows of `tasks`."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows, summary = [], {}
+    record = Record(out_dir / RECORD, settings(batch, iters, horizon, lr, n_eval, ct_omega, seed, dynamics), overwrite,
+                    summary)
+    report_resume("train", [n for n in tasks if record.done(n, task_files(out_dir, n))], len(tasks))
     for name in tasks:
-        task = TASKS[name]()
-        params, params0, losses, step_s = train(task, batch, iters, horizon, lr, seed, progress, dynamics)
-        seconds, later_s = float(step_s.sum()), float(np.median(step_s[1:])) if iters > 1 else float("nan")
-        results = evaluate(task, params, params0, horizon, n_eval, ct_omega, seed)
-        np.savez(out_dir / f"policy_{name}.npz", **{f"{kind}{i}": np.asarray(x) for i, (W, b) in enumerate(params)
-                                                    for kind, x in (("W", W), ("b", b))})
-        fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
-        ax0.semilogy(losses)
-        ax0.set(xlabel="training step", ylabel=f"mean cost per step (batch {batch})",
-                title=f"{name}: training ({seconds:.0f} s, {dynamics} gradient)")
-        times = DT * np.arange(1, horizon + 1)
-        for controller, (cost, error) in results.items():
-            ax1.plot(times, error, label=f"{controller}: cost {cost:.3g}")
-            rows.append({"task": name, "controller": controller, "held-out cost": cost,
-                         "final joint error [rad]": float(error[-1]), "dynamics": dynamics, "train s": seconds,
-                         "first step s": float(step_s[0]), "step s": later_s, "rollouts/s": batch / later_s})
-        ax1.set(xlabel="t [s]", ylabel="mean |q − q*| [rad]", title=f"{name}: held-out, {n_eval} targets")
-        ax1.legend()
-        fig.tight_layout()
-        fig.savefig(out_dir / f"train_{name}.png", dpi=120)
-        plt.close(fig)
-        summary[name] = {"losses": losses.tolist(), "seconds": seconds, "dynamics": dynamics,
-                         "step_seconds": step_s.tolist()}
-    (out_dir / "train_controller.json").write_text(json.dumps({"rows": rows, "training": summary}, indent=1))
+        if not record.done(name, task_files(out_dir, name)):
+            entry = run_task(out_dir, name, batch, iters, horizon, lr, n_eval, ct_omega, seed, progress, dynamics)
+            record.add(name, entry)
+            print(f"train {name}: done, saved {RECORD}, policy_{name}.npz and train_{name}.png", flush=True)
+    rows = [r for name in tasks for r in record.items[name]["rows"]]
     print(markdown_table(("task", "controller", "held-out cost", "final joint error [rad]", "gradient", "train s",
                           "first step s", "step ms", "rollouts/s"),
                          ((r["task"], r["controller"], f"{r['held-out cost']:.4g}",
                            f"{r['final joint error [rad]']:.3g}", r["dynamics"], f"{r['train s']:.0f}",
                            f"{r['first step s']:.1f}", f"{1e3 * r['step s']:.0f}", f"{r['rollouts/s']:.0f}")
                           for r in rows)))
-    print(f"wrote {out_dir}/train_*.png, policy_*.npz, train_controller.json")
+    print(f"wrote {out_dir}/train_*.png, policy_*.npz, {RECORD}")
     return rows
 
 
+@interruptible(RESUME_NOTE)
 def main(argv=None):
     parser = command_parser(__doc__, "outputs/train", "output folder (default outputs/train)")
     parser.add_argument("--task", default="all", choices=[*TASKS, "all"], help="which task (default all)")
@@ -279,12 +330,16 @@ def main(argv=None):
     parser.add_argument("--dynamics", default="adjoint", choices=tuple(DYNAMICS),
                         help="the training gradient's path: the adjoint of jaxsoa.aba, or plain autodiff "
                              "through ABA's scans (default adjoint)")
+    add_overwrite(parser)
     args = parser.parse_args(argv)
     tasks = tuple(TASKS) if args.task == "all" else (args.task,)
+    out = check_out(parser, args.out)
+    open_record(parser, out / RECORD, settings(args.batch, args.iters, args.horizon, args.lr, args.eval,
+                                               args.ct_omega, args.seed, args.dynamics), args.overwrite)
     rows = run(args.out, tasks, args.batch, args.iters, args.horizon, args.lr, args.eval, args.ct_omega, args.seed,
-               dynamics=args.dynamics)
+               dynamics=args.dynamics, overwrite=args.overwrite)
     return exit_status(rows, parser.prog)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -27,12 +27,17 @@ rollout — and the hub attitude reached is compared with the kinematic predicti
 
 Writes trajopt.png (hub attitude deviation and joint angles, naive vs optimised; loss curve),
 trajopt.json and prints a table.
+
+Saving and reruns: trajopt.png and trajopt.json are written atomically, once the optimisation is done
+(an interrupted run writes nothing and leaves the previous files intact). trajopt.json records every
+setting (iters, harmonics, steps, duration, lr); an --out whose trajopt.json holds other settings is
+refused (exit 2, naming the settings that differ) unless --overwrite is given; the same settings are
+recomputed and replaced. When stderr is not a terminal, a progress line is printed every 30 s.
 """
 
-import argparse
 import dataclasses
-import json
 import pathlib
+import sys
 import time
 
 import jax
@@ -43,12 +48,21 @@ import optax
 
 import jaxsoa
 from experiments._common import (
+    NO_RESUME_NOTE,
+    OneLineParser,
+    Record,
+    add_overwrite,
+    check_out,
     command_parser,
     exit_status,
+    interruptible,
     markdown_table,
     nonnegative_int,
+    open_record,
     positive_float,
     positive_int,
+    save_figure,
+    write_json,
 )
 from experiments._common import progress as progress_bar
 from jaxsoa.algorithms.free_floating import base_and_joint_dofs, hub_response, rnea_free_floating
@@ -152,10 +166,20 @@ def optimise(model, problem, iters, lr, progress=True):
     return coeffs, np.array(losses), time.perf_counter() - start
 
 
-def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progress=True):
-    """Optimise, replay both trajectories through the dynamics, plot; returns the table rows."""
+RECORD = "trajopt.json"
+
+
+def settings(iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02):
+    """Every setting of the run, as recorded in trajopt.json."""
+    return dict(iters=iters, harmonics=harmonics, steps=steps, duration=duration, lr=lr)
+
+
+def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progress=True, overwrite=False):
+    """Optimise, replay both trajectories through the dynamics, plot; returns the table rows. Refuses
+    an `out_dir` holding results of other settings unless `overwrite` (module doc)."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    Record(out_dir / RECORD, settings(iters, harmonics, steps, duration, lr), overwrite)
     model = arm.build(floating=True)
     problem = Problem(duration=duration, steps=steps, harmonics=harmonics)
     coeffs, losses, seconds = optimise(model, problem, iters, lr, progress)
@@ -183,11 +207,12 @@ def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progr
     axes[2].semilogy(losses)
     axes[2].set(xlabel="Adam iteration", ylabel="loss", title=f"optimisation ({seconds:.1f} s)")
     fig.tight_layout()
-    fig.savefig(out_dir / "trajopt.png", dpi=120)
+    save_figure(fig, out_dir / "trajopt.png", dpi=120)
     plt.close(fig)
-    summary = {"rows": rows, "iters": iters, "seconds": seconds, "harmonics": harmonics, "steps": steps,
-               "duration": duration, "loss_curve": losses.tolist()}
-    (out_dir / "trajopt.json").write_text(json.dumps(summary, indent=1, default=float))
+    summary = {"settings": settings(iters, harmonics, steps, duration, lr), "rows": rows, "iters": iters,
+               "seconds": seconds, "harmonics": harmonics, "steps": steps, "duration": duration, "lr": lr,
+               "loss_curve": losses.tolist()}
+    write_json(out_dir / RECORD, summary)
     print(markdown_table(("plan", "final hub deviation [deg]", "max [deg]", "loss",
                           "replayed through the dynamics: final [deg]", "max |replay − plan| [deg]"),
                          ((r["plan"], f"{r['final_deg']:.4g}", f"{r['max_deg']:.4g}", f"{r['loss']:.3g}",
@@ -196,9 +221,10 @@ def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progr
     return rows
 
 
+@interruptible(NO_RESUME_NOTE)
 def main(argv=None):
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--problem", choices=("arm", "tether"), default="arm")
+    pre = OneLineParser(add_help=False)
+    pre.add_argument("--problem", default="arm")          # checked against its choices by the full parser
     known, rest = pre.parse_known_args(argv)
     if known.problem == "tether":                     # the tether retrieval profile, with its own options
         from experiments import trajopt_tether
@@ -213,10 +239,15 @@ def main(argv=None):
     parser.add_argument("--steps", type=positive_int, default=200, help="rollout steps over the motion (default 200)")
     parser.add_argument("--duration", type=positive_float, default=4.0, help="motion time T [s] (default 4)")
     parser.add_argument("--lr", type=positive_float, default=0.02, help="Adam learning rate (default 0.02)")
+    add_overwrite(parser)
     args = parser.parse_args(argv)
+    out = check_out(parser, args.out)
+    open_record(parser, out / RECORD, settings(args.iters, args.harmonics, args.steps, args.duration, args.lr),
+                args.overwrite)
     jax.config.update("jax_enable_x64", True)
-    return exit_status(run(args.out, args.iters, args.harmonics, args.steps, args.duration, args.lr), parser.prog)
+    return exit_status(run(args.out, args.iters, args.harmonics, args.steps, args.duration, args.lr,
+                           overwrite=args.overwrite), parser.prog)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -37,11 +37,17 @@ rollout, optax's Adam.
 
 Writes trajopt_tether.png (length, in-plane and out-of-plane libration and tension vs time, naive vs
 optimised; loss curve), trajopt_tether.json and prints a table.
+
+Saving and reruns: both files are written atomically once the optimisation is done (an interrupted
+run writes nothing and leaves the previous files intact). trajopt_tether.json records every setting;
+an --out whose trajopt_tether.json holds other settings is refused (exit 2, naming the settings that
+differ) unless --overwrite is given; the same settings are recomputed and replaced. When stderr is
+not a terminal, a progress line is printed every 30 s.
 """
 
 import dataclasses
-import json
 import pathlib
+import sys
 import time
 
 import jax
@@ -50,7 +56,15 @@ import matplotlib
 import numpy as np
 import optax
 
-from experiments._common import markdown_table, run_command
+from experiments._common import (
+    NO_RESUME_NOTE,
+    Record,
+    interruptible,
+    markdown_table,
+    run_command,
+    save_figure,
+    write_json,
+)
 from experiments._common import progress as progress_bar
 from jaxsoa.systems import orbit as orb
 from jaxsoa.systems.tether.coupling import rk4_step_dumbbell
@@ -217,10 +231,21 @@ def optimise(problem: Problem, times, iters, lr, progress=True):
     return coeffs, np.array(losses), time.perf_counter() - start
 
 
-def run(out_dir, iters=60, harmonics=6, orbits=1.0, lr=0.02, l_start=1000.0, l_end=400.0, progress=True):
-    """Optimise, roll out both laws, plot; returns the table rows (one per law)."""
+RECORD = "trajopt_tether.json"
+
+
+def settings(iters=60, harmonics=6, orbits=1.0, lr=0.02, l_start=1000.0, l_end=400.0):
+    """Every setting of the run, as recorded in trajopt_tether.json."""
+    return dict(iters=iters, harmonics=harmonics, orbits=orbits, lr=lr, l_start=l_start, l_end=l_end)
+
+
+def run(out_dir, iters=60, harmonics=6, orbits=1.0, lr=0.02, l_start=1000.0, l_end=400.0, progress=True,
+        overwrite=False):
+    """Optimise, roll out both laws, plot; returns the table rows (one per law). Refuses an `out_dir`
+    holding results of other settings unless `overwrite` (module doc)."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    Record(out_dir / RECORD, settings(iters, harmonics, orbits, lr, l_start, l_end), overwrite)
     problem = Problem(l_start=l_start, l_end=l_end, orbits=orbits, harmonics=harmonics)
     times = jnp.asarray(time_grid(problem))
     coeffs, losses, seconds = optimise(problem, times, iters, lr, progress)
@@ -242,9 +267,10 @@ def run(out_dir, iters=60, harmonics=6, orbits=1.0, lr=0.02, l_start=1000.0, l_e
                      "final_length_error_m": float(history["l"][-1] - l_end), "max_omega_dt": float(omega_dt.max()),
                      "loss": float(objective(problem, c, lib))})
     plot(out_dir / "trajopt_tether.png", curves, losses, seconds)
-    summary = {"rows": rows, "coeffs": np.asarray(coeffs).tolist(), "iters": iters, "seconds": seconds,
+    summary = {"settings": settings(iters, harmonics, orbits, lr, l_start, l_end), "rows": rows,
+               "coeffs": np.asarray(coeffs).tolist(), "iters": iters, "seconds": seconds,
                "steps": len(dt), "problem": dataclasses.asdict(problem), "loss_curve": losses.tolist()}
-    (out_dir / "trajopt_tether.json").write_text(json.dumps(summary, indent=1, default=float))
+    write_json(out_dir / RECORD, summary)
     print(markdown_table(("law", "final amplitude [deg]", "θ [deg]", "φ [deg]", "θ̇/n", "φ̇/n", "max |θ| [deg]",
                           "tension min / max [N]", "l(T) − l₁ [m]", "max ω dt"),
                          ((r["law"], f"{r['final_amplitude_deg']:.3g}", f"{r['theta_deg']:.3g}", f"{r['phi_deg']:.3g}",
@@ -273,18 +299,19 @@ def plot(path, curves, losses, seconds):
     axes[3].semilogy(losses)
     axes[3].set(xlabel="Adam iteration", ylabel="loss [rad²]", title=f"optimisation ({seconds:.1f} s)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
+@interruptible(NO_RESUME_NOTE)
 def main(argv=None):
     jax.config.update("jax_enable_x64", True)
     return run_command(run, __doc__, argv, "outputs/trajopt_tether", ("--iters", 60, "Adam iterations"),
                 ("--harmonics", 6, "cosine harmonics K of log l"), ("--orbits", 1.0, "retrieval time T in orbits"),
                 ("--lr", 0.02, "Adam learning rate"), ("--l-start", 1000.0, "initial deployed length l₀ [m]"),
                 ("--l-end", 400.0, "final deployed length l₁ [m]"),
-                out_help="output folder (default outputs/trajopt_tether)")
+                out_help="output folder (default outputs/trajopt_tether)", record=(RECORD, settings))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

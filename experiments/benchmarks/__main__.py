@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from experiments._common import EXIT_INTERRUPTED, OneLineParser, check_out, write_text
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
@@ -127,17 +128,17 @@ def target_rows(results):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     prog = None if sys.argv[0].startswith("python -m experiments ") else "python -m experiments.benchmarks"
-    p = argparse.ArgumentParser(prog=prog, description=__doc__,
+    p = OneLineParser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smoke test of every part (a few minutes on 2 cores)")
-    p.add_argument("--only", nargs="*", help="run only these parts (core_panda, core_solo12, core_talos, topology, "
+    p.add_argument("--only", nargs="+", help="run only these parts (core_panda, core_solo12, core_talos, topology, "
                                              "gradient, tether, stewart, scaling, compile, jaxsim); default all")
     p.add_argument("--report", action="store_true", help="run nothing: only the target table from the JSON files")
     p.add_argument("--results", type=Path, default=None,
                    help="folder for the JSON files (default experiments/benchmarks/results/suite[_quick])")
     args = p.parse_args(argv)
     results = args.results or RESULTS / ("suite_quick" if args.quick else "suite")
-    results.mkdir(parents=True, exist_ok=True)
+    check_out(p, results, "--results")
     todo = parts(results, args.quick)
     unknown = sorted(set(args.only or ()) - set(todo))
     if unknown:
@@ -150,21 +151,27 @@ def main(argv=None):
             continue
         print(f"\n==== {name}: python -m experiments.benchmarks.{module} {' '.join(part_argv)}", flush=True)
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", f"experiments.benchmarks.{module}", *part_argv], env=env)
+        try:
+            done = subprocess.run([sys.executable, "-m", f"experiments.benchmarks.{module}", *part_argv], env=env)
+        except KeyboardInterrupt:
+            print(f"interrupted (Ctrl-C) during {name}: the finished parts' JSON files are in {results}; "
+                  "rerun with --only for the others", file=sys.stderr)
+            return EXIT_INTERRUPTED
         timings[name] = time.perf_counter() - start
         if done.returncode:                 # keep going: the other parts still run; the failure is reported
             failed.append(f"{name} (exit status {done.returncode})")
     rows = target_rows(results)
     table = bc.md_table(["target", "measured", "goal", "met"], rows)
     print(f"\n# Targets (docs/benchmarks.md), from {results}\n\n{table}")
-    (results / "suite.md").write_text(table + "\n")
+    write_text(results / "suite.md", table + "\n")
     bc.write_json(results / "suite.json", {"targets": rows, "part_seconds": timings, "failed": failed,
                                            "quick": args.quick})
     print(f"\nwrote {results / 'suite.md'} and {results / 'suite.json'}")
     if failed:
         print("FAILED parts: " + ", ".join(failed), file=sys.stderr)
-        sys.exit(1)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import OneLineParser
+from experiments._common import OneLineParser, comma_list, nonnegative_int, positive_float, positive_int
 from experiments.benchmarks import bench_common as bc
 from jaxsoa.algorithms.dynamics import aba_autodiff
 from sims import space_arm_7dof
@@ -62,23 +62,24 @@ QUICK = dict(steps=10, call_batches=(64,), roll_batch=16, batch_rollout=16, repe
 
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    ints = lambda s: tuple(int(x) for x in s.split(",") if x)       # noqa: E731
     names = lambda s: tuple(x for x in s.split(",") if x)           # noqa: E731
     p = OneLineParser(prog="python -m experiments.benchmarks.bench_adjoint", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--systems", type=names, default=("panda", "space_arm_free"))
-    p.add_argument("--call-batches", type=ints, default=(256, 8192), help="batches of the single call")
-    p.add_argument("--roll-batch", type=int, default=256, help="rollouts per call (0: no rollout cases)")
-    p.add_argument("--batch-rollout", type=int, default=256, help="closed-loop rollouts per call, per-sample vs "
+    p.add_argument("--call-batches", type=comma_list(positive_int), default=(256, 8192),
+                   help="batches of the single call")
+    p.add_argument("--roll-batch", type=nonnegative_int, default=256, help="rollouts per call (0: no rollout cases)")
+    p.add_argument("--batch-rollout", type=nonnegative_int, default=256,
+                   help="closed-loop rollouts per call, per-sample vs "
                                                                    "batch-last core (0: none)")
-    p.add_argument("--steps", type=int, default=100, help="RK4 steps per rollout")
+    p.add_argument("--steps", type=positive_int, default=100, help="RK4 steps per rollout")
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--wrt", default="state", choices=("state", "all"), help="call gradient w.r.t. (q, v, τ) or "
                                                                            "also the model's float fields")
     p.add_argument("--checkpoint", action="store_true", help="rollout(..., checkpoint=True)")
-    p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (medians reported)")
-    p.add_argument("--target-s", type=float, default=0.2, help="approximate duration of one case in a round")
-    p.add_argument("--pin-samples", type=int, default=1024, help="states of the Pinocchio loops (0: skip)")
+    p.add_argument("--repeats", type=positive_int, default=5, help="interleaved rounds (medians reported)")
+    p.add_argument("--target-s", type=positive_float, default=0.2, help="approximate duration of one case in a round")
+    p.add_argument("--pin-samples", type=nonnegative_int, default=1024, help="states of the Pinocchio loops (0: skip)")
     p.add_argument("--quick", action="store_true", help="smoke test: 10 steps, batch 64 / 16, 3 rounds")
     p.add_argument("--skip-cases", type=names, default=(),
                    help=f"gradient cases left out of every group, of {', '.join(SKIPPABLE)} (e.g. autodiff at large "
@@ -329,4 +330,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -319,9 +319,9 @@ def write_json(path, payload):
     """Write a benchmark's results (creating the folder); paths and numpy scalars become plain JSON."""
     import json
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+    from experiments._common import write_text  # atomic: a crash never leaves a half-written JSON
+
+    write_text(path, json.dumps(payload, indent=1, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
 
 
 def jax_run_meta(module, start):

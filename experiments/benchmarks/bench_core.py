@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments._common import progress
+from experiments._common import OneLineParser, comma_list, positive_float, positive_int, progress
 from experiments.benchmarks import bench_common as bc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ QUICK = dict(batches=(1, 8), variant_batches=(8,), variant_algos=("aba",), dtype
 
 
 def _ints(text):
-    return tuple(int(x) for x in text.split(",") if x)
+    return comma_list(positive_int, allow_empty=True)(text)
 
 
 def _words(text):
@@ -39,7 +39,7 @@ def _words(text):
 
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--robot", default="panda", choices=sorted(bc.ROBOTS), help="robot (default panda)")
     p.add_argument("--batches", type=_ints, default=(1, 64, 1024, 8192), help="comma-separated batch sizes")
     p.add_argument("--variant-batches", type=_ints, default=(1024, 8192),
@@ -47,9 +47,9 @@ def parse_args(argv=None):
     p.add_argument("--variant-algos", type=_words, default=bc.ALGOS, help="algorithms measured with the variants")
     p.add_argument("--dtypes", type=_words, default=("float32", "float64"), help="comma-separated JAX dtypes")
     p.add_argument("--settings", type=_words, default=tuple(SETTINGS), help="XLA settings: " + ", ".join(SETTINGS))
-    p.add_argument("--repeats", type=int, default=5, help="timed rounds per case (the median is reported)")
-    p.add_argument("--target-s", type=float, default=0.05, help="approximate duration of one timed round")
-    p.add_argument("--max-call-s", type=float, default=10.0,
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed rounds per case (the median is reported)")
+    p.add_argument("--target-s", type=positive_float, default=0.05, help="approximate duration of one timed round")
+    p.add_argument("--max-call-s", type=positive_float, default=10.0,
                    help="MJX: a warm-up call slower than this is the only measurement, and the remaining MJX "
                         "cases of that XLA setting are skipped; so is a batch whose call would take longer, "
                         "predicted from the per-sample time at the previous batch")
@@ -220,4 +220,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import progress
+from experiments._common import OneLineParser, comma_list, positive_float, positive_int, progress
 from experiments.benchmarks import bench_common as bc
 from sims import space_arm_7dof
 
@@ -39,19 +39,19 @@ QUICK = dict(steps=10, batch=8, repeats=3, target_s=0.02, out=RESULTS / "bench_g
 
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=100, help="RK4 steps per rollout")
-    p.add_argument("--batch", type=int, default=256, help="rollouts per call")
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=positive_int, default=100, help="RK4 steps per rollout")
+    p.add_argument("--batch", type=positive_int, default=256, help="rollouts per call")
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
-    p.add_argument("--repeats", type=int, default=5, help="timed rounds per case (the median is reported)")
-    p.add_argument("--target-s", type=float, default=0.2, help="approximate duration of one timed round")
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed rounds per case (the median is reported)")
+    p.add_argument("--target-s", type=positive_float, default=0.2, help="approximate duration of one timed round")
     p.add_argument("--checkpoints", type=lambda s: tuple(x for x in s.split(",") if x),
                    default=("off", "step", "nothing_saveable"),
                    help="comma-separated: off, step, or names of jax.checkpoint_policies "
                         "(default off,step,nothing_saveable)")
     p.add_argument("--unroll", default="1", help="links per scan iteration in ABA's traversal: an integer or "
                                                  "'full' (default 1)")
-    p.add_argument("--systems", type=lambda s: tuple(x for x in s.split(",") if x),
+    p.add_argument("--systems", type=comma_list(),
                    default=("panda", "space_arm_free"), help="comma-separated (default panda,space_arm_free)")
     p.add_argument("--quick", action="store_true", help="smoke test (< 1 min): 10 steps, batch 8")
     p.add_argument("--out", type=Path, default=RESULTS / "bench_gradient.json", help="JSON output")
@@ -137,4 +137,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments._common import OneLineParser, comma_list, one_of, positive_float, positive_int
 from experiments.benchmarks import bench_common as bc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,11 +51,12 @@ def _ints(text):
 
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batches", type=_ints, default=(1024, 8192), help="comma-separated batch sizes")
-    p.add_argument("--dtypes", default="float32,float64", help="comma-separated dtypes (one worker process each)")
-    p.add_argument("--repeats", type=int, default=7, help="timed rounds per case (the median is reported)")
-    p.add_argument("--target-s", type=float, default=0.2, help="approximate duration of one timed round")
+    p.add_argument("--dtypes", type=comma_list(one_of(("float32", "float64"))), default="float32,float64",
+                   help="comma-separated dtypes (one worker process each)")
+    p.add_argument("--repeats", type=positive_int, default=7, help="timed rounds per case (the median is reported)")
+    p.add_argument("--target-s", type=positive_float, default=0.2, help="approximate duration of one timed round")
     p.add_argument("--quick", action="store_true", help="smoke test: batches 8,64, 3 short rounds")
     p.add_argument("--out", type=Path, default=None,
                    help="JSON output (default results/bench_jaxsim.json, with --quick results/bench_jaxsim_quick.json)")
@@ -273,4 +275,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import progress
+from experiments._common import OneLineParser, comma_list, nonnegative_int, positive_float, positive_int, progress
 from experiments.benchmarks import bench_common as bc
 from experiments.benchmarks.bench_topology import random_model, random_parent
 
@@ -35,16 +35,16 @@ QUICK = dict(ns=(4, 8, 16, 32), batch=32, repeats=3, target_s=0.02, dense_max_n=
 
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ns", type=lambda t: tuple(int(x) for x in t.split(",")), default=(4, 8, 16, 32, 64, 128, 256),
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ns", type=comma_list(positive_int), default=(4, 8, 16, 32, 64, 128, 256),
                    help="link counts")
-    p.add_argument("--batch", type=int, default=256, help="samples per call")
+    p.add_argument("--batch", type=positive_int, default=256, help="samples per call")
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
-    p.add_argument("--dense-max-n", type=int, default=64, help="largest n for the dense operator forms")
-    p.add_argument("--fit-from", type=int, default=16, help="smallest n in the fitted slope")
-    p.add_argument("--repeats", type=int, default=5, help="timed rounds per case (the median is reported)")
-    p.add_argument("--target-s", type=float, default=0.1, help="approximate duration of one timed round")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dense-max-n", type=positive_int, default=64, help="largest n for the dense operator forms")
+    p.add_argument("--fit-from", type=positive_int, default=16, help="smallest n in the fitted slope")
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed rounds per case (the median is reported)")
+    p.add_argument("--target-s", type=positive_float, default=0.1, help="approximate duration of one timed round")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--quick", action="store_true", help="smoke test (< 1 min): n = 4..32, batch 32")
     p.add_argument("--out", type=Path, default=RESULTS / "bench_scaling.json", help="JSON output")
     if "--quick" in argv:
@@ -111,4 +111,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._common import OneLineParser, positive_float, positive_int, progress
+from experiments._common import OneLineParser, nonnegative_int, positive_float, positive_int, progress
 from experiments.benchmarks.bench_batch_last import interleaved
 
 RESULTS = Path(__file__).parent / "results"
@@ -54,7 +54,7 @@ def parse_args(argv=None):
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--rounds", type=positive_int, default=5, help="interleaved timed rounds (default 5)")
     p.add_argument("--target-s", type=positive_float, default=0.05, help="approximate duration of one case in a round")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--quick", action="store_true", help="smoke test: links 4,8, batch 128, 2 rounds")
     p.add_argument("--out", type=Path, default=None, help="JSON output (default results/bench_stacked.json)")
     opts = p.parse_args(argv)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments._common import progress
+from experiments._common import OneLineParser, comma_list, one_of, positive_float, positive_int, progress
 from experiments.benchmarks import bench_common as bc
 from jaxsoa.spatial.rotation import exp_so3
 from jaxsoa.systems.stewart import dynamics as sd
@@ -32,12 +32,12 @@ ALGOS = {"kane": sd.inverse_dynamics, "light_legs": sd.inverse_dynamics_light_le
 
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--batches", type=lambda t: tuple(int(x) for x in t.split(",")), default=(1, 1024, 16384),
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batches", type=comma_list(positive_int), default=(1, 1024, 16384),
                    help="poses per call")
-    p.add_argument("--dtypes", type=lambda t: tuple(t.split(",")), default=("float32", "float64"))
-    p.add_argument("--repeats", type=int, default=5, help="timed rounds per case (the median is reported)")
-    p.add_argument("--target-s", type=float, default=0.1, help="approximate duration of one timed round")
+    p.add_argument("--dtypes", type=comma_list(one_of(("float32", "float64"))), default=("float32", "float64"))
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed rounds per case (the median is reported)")
+    p.add_argument("--target-s", type=positive_float, default=0.1, help="approximate duration of one timed round")
     p.add_argument("--quick", action="store_true", help="smoke test: batches 1, 64")
     p.add_argument("--out", type=Path, default=RESULTS / "bench_stewart.json", help="JSON output")
     if "--quick" in argv:
@@ -86,4 +86,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,7 +13,6 @@ Writes a JSON file (default experiments/benchmarks/results/tether_cpu.json) and 
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import sys
@@ -24,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments._common import progress
+from experiments._common import OneLineParser, comma_list, positive_float, positive_int, progress
 from experiments.benchmarks import bench_common as bc
 from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.systems.tether.fem import straight_state, tether_params
@@ -34,15 +33,15 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ints = lambda t: tuple(int(x) for x in t.split(","))  # noqa: E731
-    p.add_argument("--elements", type=ints, default=(4, 16, 64, 256), help="element counts (nodes = elements + 1)")
-    p.add_argument("--batch", type=ints, default=(64,), help="batch sizes of the vmapped run")
-    p.add_argument("--batch-elements", type=int, default=16, help="element count of the batched run")
-    p.add_argument("--steps", type=int, default=100, help="RK4 steps per compiled call (lax.scan)")
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--elements", type=comma_list(positive_int), default=(4, 16, 64, 256),
+                   help="element counts (nodes = elements + 1)")
+    p.add_argument("--batch", type=comma_list(positive_int), default=(64,), help="batch sizes of the vmapped run")
+    p.add_argument("--batch-elements", type=positive_int, default=16, help="element count of the batched run")
+    p.add_argument("--steps", type=positive_int, default=100, help="RK4 steps per compiled call (lax.scan)")
     p.add_argument("--dtype", default="float64", choices=("float32", "float64"))
-    p.add_argument("--repeats", type=int, default=5, help="timed rounds per case (the median is reported)")
-    p.add_argument("--target-s", type=float, default=0.2, help="approximate duration of one timed round")
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed rounds per case (the median is reported)")
+    p.add_argument("--target-s", type=positive_float, default=0.2, help="approximate duration of one timed round")
     p.add_argument("--out", type=Path, default=RESULTS / "tether_cpu.json", help="JSON output")
     return p.parse_args(sys.argv[1:] if argv is None else argv)
 
@@ -121,10 +120,10 @@ def main(argv=None):
                       [[r["part"], r["elements"], r["nodes"], r["batch"], r["dtype"], r["us_per_step"],
                         r.get("tether_steps_per_s", 1e6 / r["us_per_step"]), r["compile_s"]] for r in records]))
     opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(json.dumps({"meta": meta, "records": records}, indent=1))
+    bc.write_json(opts.out, {"meta": meta, "records": records})
     print(f"\nwrote {opts.out}")
     return records
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

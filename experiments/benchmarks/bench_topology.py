@@ -25,7 +25,15 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import progress
+from experiments._common import (
+    OneLineParser,
+    comma_list,
+    nonnegative_int,
+    one_of,
+    positive_float,
+    positive_int,
+    progress,
+)
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
@@ -37,19 +45,20 @@ QUICK = dict(n=4, batch=64, dtypes=("float32",), crossover_n=(4, 8), crossover_b
 
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--n", type=int, default=8, help="links per tree in the sweep")
-    p.add_argument("--batch", type=int, default=4096, help="random topologies in the sweep")
-    p.add_argument("--dtypes", type=lambda t: tuple(t.split(",")), default=("float32", "float64"),
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=positive_int, default=8, help="links per tree in the sweep")
+    p.add_argument("--batch", type=positive_int, default=4096, help="random topologies in the sweep")
+    p.add_argument("--dtypes", type=comma_list(one_of(("float32", "float64"))), default=("float32", "float64"),
                    help="comma-separated dtypes of the sweep")
-    p.add_argument("--crossover-n", type=lambda t: tuple(int(x) for x in t.split(",")), default=(4, 8, 16, 32, 64),
+    p.add_argument("--crossover-n", type=comma_list(positive_int), default=(4, 8, 16, 32, 64),
                    help="link counts of the crossover")
-    p.add_argument("--crossover-batch", type=int, default=256, help="batch of the crossover (float32)")
-    p.add_argument("--n-models", type=int, default=16, help="distinct link data sets (build_model calls), tiled")
-    p.add_argument("--check", type=int, default=8, help="samples on which dense and recursive are compared")
-    p.add_argument("--repeats", type=int, default=5, help="timed rounds per case (the median is reported)")
-    p.add_argument("--target-s", type=float, default=0.2, help="approximate duration of one timed round")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--crossover-batch", type=positive_int, default=256, help="batch of the crossover (float32)")
+    p.add_argument("--n-models", type=positive_int, default=16,
+                   help="distinct link data sets (build_model calls), tiled")
+    p.add_argument("--check", type=positive_int, default=8, help="samples on which dense and recursive are compared")
+    p.add_argument("--repeats", type=positive_int, default=5, help="timed rounds per case (the median is reported)")
+    p.add_argument("--target-s", type=positive_float, default=0.2, help="approximate duration of one timed round")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--quick", action="store_true", help="smoke test (< 1 min): n=4, batch 64, float32, "
                    "crossover n=4,8 at batch 32, 3 repeats; explicit options override these")
     p.add_argument("--out", type=Path, default=RESULTS / "bench_topology.json",
@@ -245,4 +254,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

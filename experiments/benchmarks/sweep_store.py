@@ -27,16 +27,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments._common import OneLineParser, positive_int
+
 RESULTS = Path(__file__).parent / "results"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workload", nargs="+", choices=("space_arm", "aba"), default=["space_arm", "aba"])
-    p.add_argument("--count", type=int, default=16384, help="samples per sweep")
-    p.add_argument("--chunk", type=int, default=4096, help="samples per chunk")
-    p.add_argument("--steps", type=int, default=50, help="RK4 steps per sample (space_arm)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per method (the median is reported)")
+    p.add_argument("--count", type=positive_int, default=16384, help="samples per sweep")
+    p.add_argument("--chunk", type=positive_int, default=4096, help="samples per chunk")
+    p.add_argument("--steps", type=positive_int, default=50, help="RK4 steps per sample (space_arm)")
+    p.add_argument("--repeats", type=positive_int, default=3, help="timed runs per method (the median is reported)")
     p.add_argument("--dask", action="store_true", help="also the Dask executor (LocalCluster, 1 worker process)")
     p.add_argument("--out", type=Path, default=RESULTS / "sweep_store.json", help="JSON output")
     return p.parse_args(sys.argv[1:] if argv is None else argv)
@@ -138,4 +140,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
