@@ -264,6 +264,9 @@ def atomic_path(path):
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as error:                           # a full disk, a lost folder: name the file meant
+        tmp.unlink(missing_ok=True)
+        raise OSError(error.errno, f"writing {path} failed ({error.strerror or error})") from error
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -430,17 +433,21 @@ EXIT_INTERRUPTED = 130
 
 
 def interruptible(saved: str):
-    """Decorate a command's ``main``: Ctrl-C (KeyboardInterrupt) exits 130 with one line on stderr
-    saying `saved` (what was kept and how to resume) instead of a traceback."""
+    """Decorate a command's ``main``: Ctrl-C (KeyboardInterrupt) exits 130, and an `OSError` (a full disk
+    while writing an output) exits 1, each with one line on stderr saying what happened and `saved` (what
+    was kept and how to resume) instead of a traceback."""
     def wrap(main):
         @functools.wraps(main)
         def entry(*args, **kwargs):
+            command = pathlib.Path(sys.argv[0]).name if sys.argv else "command"
             try:
                 return main(*args, **kwargs)
             except KeyboardInterrupt:
-                print(f"{pathlib.Path(sys.argv[0]).name if sys.argv else 'command'}: interrupted (Ctrl-C); "
-                      f"{saved}", file=sys.stderr)
+                print(f"{command}: interrupted (Ctrl-C); {saved}", file=sys.stderr)
                 return EXIT_INTERRUPTED
+            except OSError as error:                   # e.g. a full disk while writing an output
+                print(f"{command}: error: {error.strerror or error}; {saved}", file=sys.stderr)
+                return 1
         return entry
     return wrap
 

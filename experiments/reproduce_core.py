@@ -13,7 +13,17 @@ import numpy as np
 from scipy.special import ellipk
 
 import jaxsoa
-from experiments._common import command_parser, markdown_table, positive_int, save_figure, start_run, write_text
+from experiments._common import (
+    NO_RESUME_NOTE,
+    check_out,
+    command_parser,
+    interruptible,
+    markdown_table,
+    positive_int,
+    save_figure,
+    start_run,
+    write_text,
+)
 from jaxsoa.integrators import rollout
 from jaxsoa.io import example_robot_urdf
 
@@ -65,11 +75,13 @@ def pendulum_period(dts=(0.02, 0.01, 0.005)):
     return exact, results
 
 
+@interruptible(NO_RESUME_NOTE)
 def main(argv=None):
     parser = command_parser(__doc__, "outputs/core")
     parser.add_argument("--states", type=positive_int, default=100, help="random Panda states (default 100)")
     args = parser.parse_args(argv)
-    run(pathlib.Path(args.out), args.states)
+    run(check_out(parser, args.out), args.states)
+    return 0
 
 
 def run(out: pathlib.Path, n_states=100):

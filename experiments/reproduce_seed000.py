@@ -29,7 +29,10 @@ import pinocchio as pin
 
 import jaxsoa
 from experiments._common import (
+    NO_RESUME_NOTE,
+    check_out,
     command_parser,
+    interruptible,
     legend_outside,
     markdown_table,
     positive_float,
@@ -203,6 +206,7 @@ def run(out: pathlib.Path, period=2000.0, samples=401, floating=True):
     return rows
 
 
+@interruptible(NO_RESUME_NOTE)
 def main(argv=None):
     parser = command_parser(__doc__, "outputs/seed000")
     parser.add_argument("--period", type=positive_float, default=2000.0,
@@ -210,7 +214,8 @@ def main(argv=None):
     parser.add_argument("--samples", type=positive_int, default=401, help="time samples over [0, T] (default 401)")
     parser.add_argument("--planar-only", action="store_true", help="skip the 3-D free-hub variant")
     args = parser.parse_args(argv)
-    run(pathlib.Path(args.out), args.period, args.samples, not args.planar_only)
+    run(check_out(parser, args.out), args.period, args.samples, not args.planar_only)
+    return 0
 
 
 if __name__ == "__main__":

@@ -38,7 +38,16 @@ import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
 
-from experiments._common import legend_outside, markdown_table, run_command, save_figure, start_run, write_text
+from experiments._common import (
+    NO_RESUME_NOTE,
+    interruptible,
+    legend_outside,
+    markdown_table,
+    run_command,
+    save_figure,
+    start_run,
+    write_text,
+)
 from experiments.seed002_reference import pin_rollout
 from jaxsoa.constraints.closure import constraint_error
 from jaxsoa.constraints.dynamics import forward_dynamics_constrained
@@ -242,6 +251,7 @@ def run(out_dir, duration=10.0, dt=0.01, baumgarte=5.0):
     return rows
 
 
+@interruptible(NO_RESUME_NOTE)
 def main(argv=None):
     return run_command(run, __doc__, argv, "outputs/seed000-loop", ("--duration", 10.0, "simulated time [s]"),
                 ("--dt", 0.01, "RK4 step [s]"), ("--baumgarte", 5.0, "Baumgarte α = β [1/s]", "nonnegative"),

@@ -46,7 +46,17 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import advance, legend_outside, markdown_table, run_command, save_figure, start_run, write_text
+from experiments._common import (
+    NO_RESUME_NOTE,
+    advance,
+    interruptible,
+    legend_outside,
+    markdown_table,
+    run_command,
+    save_figure,
+    start_run,
+    write_text,
+)
 from jaxsoa.systems import orbit as orb
 from jaxsoa.systems.tether import coupling
 from jaxsoa.systems.tether import reel_control as rc
@@ -376,6 +386,7 @@ def run(out: pathlib.Path, deploy=1200.0, hold=2000.0, retrieve=10000.0, draws=1
     return rows
 
 
+@interruptible(NO_RESUME_NOTE)
 def main(argv=None):
     return run_command(run, __doc__, argv, "outputs/seed001", ("--deploy", 1200.0, "deployment time T_d [s]"),
                 ("--hold", 2000.0, "hold at l₁, T_h [s]"), ("--retrieve", 10000.0, "retrieval time [s]"),

@@ -35,7 +35,10 @@ from scipy.spatial.transform import Rotation
 
 import jaxsoa
 from experiments._common import (
+    NO_RESUME_NOTE,
+    check_out,
     command_parser,
+    interruptible,
     legend_outside,
     markdown_table,
     positive_float,
@@ -290,12 +293,14 @@ def run(out: pathlib.Path, duration=10.0, only=tuple(RUNS)):
     return rows
 
 
+@interruptible(NO_RESUME_NOTE)
 def main(argv=None):
     parser = command_parser(__doc__, "outputs/seed002")
     parser.add_argument("--duration", type=positive_float, default=10.0, help="simulated time [s] (default 10)")
     parser.add_argument("--runs", nargs="+", choices=sorted(RUNS), default=sorted(RUNS), help="subset of (a)-(e)")
     args = parser.parse_args(argv)
-    run(pathlib.Path(args.out), args.duration, args.runs)
+    run(check_out(parser, args.out), args.duration, args.runs)
+    return 0
 
 
 if __name__ == "__main__":

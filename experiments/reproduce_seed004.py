@@ -33,6 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments._common import (
+    NO_RESUME_NOTE,
+    interruptible,
     legend_outside,
     markdown_table,
     open_atomic,
@@ -220,6 +222,7 @@ def run(out: pathlib.Path, duration=10.0, dt=0.01, grid=12):
                       closed_loop_forces=closed_loop, optimum=best)
 
 
+@interruptible(NO_RESUME_NOTE)
 def main(argv=None):
     return run_command(run, __doc__, argv, "outputs/seed004", ("--duration", 10.0, "profile length [s]"),
                 ("--dt", 0.01, "sampling step [s]"), ("--grid", 12, "sweep grid points per axis"))

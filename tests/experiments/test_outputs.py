@@ -184,6 +184,24 @@ def test_ctrl_c_exits_130_with_one_line(capsys):
     assert "\n" not in err and "interrupted" in err and "resume" in err
 
 
+def test_a_failed_write_exits_1_with_one_line_naming_the_file(tmp_path, capsys):
+    """A full disk while writing an output: one line naming the file meant (not the temporary one), exit 1,
+    the previous file intact and no temporary file left."""
+    target = tmp_path / "table.md"
+    _common.write_text(target, "old\n")
+
+    @_common.interruptible(_common.NO_RESUME_NOTE)
+    def main():
+        with _common.atomic_path(target) as tmp:
+            tmp.write_text("partial")
+            raise OSError(27, "File too large", str(tmp))
+
+    assert main() == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"writing {target} failed (File too large)" in err
+    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["table.md"]
+
+
 def test_line_progress_when_not_a_terminal():
     stream = io.StringIO()
     items = list(_common.LineProgress(range(3), desc="train x", every=0.0, stream=stream))
