@@ -36,8 +36,17 @@ def transpose(a):
     return jnp.swapaxes(a, -1, -2)
 
 
+def trailing(name: str, x, shape: tuple):
+    """x if its trailing axes are `shape` (ValueError naming `name` otherwise: these helpers index their
+    components, so a shorter or longer vector would be clamped or truncated). Static: free under `jit`."""
+    if tuple(jnp.shape(x)[jnp.ndim(x) - len(shape):]) != shape or jnp.ndim(x) < len(shape):
+        raise ValueError(f"argument '{name}' has shape {jnp.shape(x)}, expected (..., {', '.join(map(str, shape))})")
+    return x
+
+
 def skew(w):
     """(..., 3) -> (..., 3, 3): the matrix ŵ with ŵ x = w × x."""
+    trailing("w", w, (3,))
     z = jnp.zeros_like(w[..., 0])
     return jnp.stack([
         jnp.stack([z, -w[..., 2], w[..., 1]], -1),

@@ -6,7 +6,7 @@ All functions act on the trailing axes and are pure JAX (jit/vmap/grad safe).
 
 import jax.numpy as jnp
 
-from jaxsoa.spatial.algebra import mat_mul, skew
+from jaxsoa.spatial.algebra import mat_mul, skew, trailing
 
 
 def quat_normalize(quat_xyzw):
@@ -16,6 +16,7 @@ def quat_normalize(quat_xyzw):
 
 def quat_to_rotation(quat_xyzw):
     """(..., 4) unit quaternion (x, y, z, w) -> (..., 3, 3) rotation matrix R (child -> parent)."""
+    trailing("quat_xyzw", quat_xyzw, (4,))
     x, y, z, w = (quat_xyzw[..., i] for i in range(4))
     row0 = jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1)
     row1 = jnp.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1)
@@ -26,6 +27,7 @@ def quat_to_rotation(quat_xyzw):
 def rotation_to_quat(R):
     """(..., 3, 3) -> (..., 4) unit quaternion (x, y, z, w) with w >= 0 (Shepperd's method,
     branch-free: every candidate is computed and the best-conditioned one selected)."""
+    trailing("R", R, (3, 3))
     t = jnp.trace(R, axis1=-2, axis2=-1)
     r00, r11, r22 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
     cands = jnp.stack([
@@ -71,6 +73,7 @@ def quat_exp(rotvec):
 
 def exp_so3(rotvec):
     """(..., 3) -> (..., 3, 3): Rodrigues' formula R = I + sinθ/θ ŵ + (1−cosθ)/θ² ŵ²."""
+    trailing("rotvec", rotvec, (3,))
     theta2 = jnp.sum(rotvec * rotvec, axis=-1)[..., None, None]
     small = theta2 < 1e-8
     theta = jnp.sqrt(jnp.where(small, 1.0, theta2))

@@ -94,9 +94,10 @@ def apply_configuration(template: Model, arrays: DesignArrays, interfaces, link_
     parameters (``topology_from_configuration_traced(...).valid`` False) give a model whose masses
     are NaN: every dynamics result and rollout on it is then NaN (`Trajectory.first_nonfinite` = 0),
     and `jaxsoa.multibody.checks.model_valid` is False."""
-    top = topology_from_configuration_traced(interfaces, link_ids=link_ids)
     R, p = arrays.interface_rotation, arrays.interface_translation
     s, n_if = R.shape[:2]
+    _check_arrays(template, arrays, interfaces)
+    top = topology_from_configuration_traced(interfaces, link_ids=link_ids)
     has_parent = top.parent >= 0
     par = jnp.maximum(top.parent, 0)
     a = top.inboard_interface[par]                                 # parent's inboard interface
@@ -113,6 +114,22 @@ def apply_configuration(template: Model, arrays: DesignArrays, interfaces, link_
         placement_rotation=jnp.broadcast_to(R_pl[:, None], (s, n_if, 3, 3)).astype(dt),
         placement_translation=jnp.broadcast_to(p_pl[:, None], (s, n_if, 3)).astype(dt),
         mass=mass.astype(dt), com=com.astype(dt), inertia_com=J.astype(dt))
+
+
+def _check_arrays(template: Model, arrays: DesignArrays, interfaces):
+    """The traced design's fields and `interfaces` shaped for the template's s links (ValueError naming
+    the field: a (1,) mass would be broadcast to every link). Static shapes: free under `jit`."""
+    s, n_if = jnp.shape(arrays.interface_rotation)[:2]
+    if s != template.n_links:
+        raise ValueError(f"field 'interface_rotation' has {s} links, the template {template.n_links}")
+    shapes = dict(interface_rotation=(s, n_if, 3, 3), interface_translation=(s, n_if, 3), mass=(s,), com=(s, 3),
+                  inertia_com=(s, 3, 3), root_rotation=(3, 3), root_translation=(3,))
+    for name, shape in shapes.items():
+        if jnp.shape(getattr(arrays, name)) != shape:
+            raise ValueError(f"field '{name}' has shape {jnp.shape(getattr(arrays, name))}, expected {shape}")
+    if jnp.shape(interfaces) != (s, n_if):
+        raise ValueError(f"argument 'interfaces' has shape {jnp.shape(interfaces)}, expected ({s}, {n_if}): one "
+                         "entry per link and interface")
 
 
 def _check_design(design: LinkDesign, interfaces):
@@ -162,6 +179,12 @@ def reconfigurable_model(design: LinkDesign, interfaces, link_ids=None, *, gravi
 def remap_state(model: Model, previous_inboard, q, v):
     """State map at a topology switch (module doc): links whose inboard interface differs from
     ``previous_inboard (s,)`` get neutral joint coordinates and zero joint rates; others keep theirs."""
+    if jnp.shape(previous_inboard) != (model.n_links,):
+        raise ValueError(f"argument 'previous_inboard' has shape {jnp.shape(previous_inboard)}, expected "
+                         f"({model.n_links},): one inboard interface per link")
+    for name, value, size in (("q", q, model.nq), ("v", v, model.nv)):
+        if jnp.shape(value) != (size,):
+            raise ValueError(f"argument '{name}' has shape {jnp.shape(value)}, expected ({size},)")
     link_of_q = np.repeat(np.arange(model.n_links), [JointType(t).nq for t in model.joint_types])
     link_of_v = np.repeat(np.arange(model.n_links), [JointType(t).nv for t in model.joint_types])
     changed = model.inboard_interface != previous_inboard

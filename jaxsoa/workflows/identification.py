@@ -42,8 +42,23 @@ def _eye(x, n):
     return jnp.broadcast_to(jnp.eye(n, dtype=x.dtype), (*x.shape[:-1], n, n))
 
 
+def _last_axis(name, x, size):
+    """x if its last axis has `size` entries (ValueError naming `name`: a longer one would be truncated)."""
+    if jnp.ndim(x) < 1 or jnp.shape(x)[-1] != size:
+        raise ValueError(f"argument '{name}' has shape {jnp.shape(x)}, expected (..., {size})")
+    return x
+
+
+def _rows(name, x, m, what="one per row of the regressor"):
+    """x if it is (m,) (ValueError naming `name`: another length would be broadcast)."""
+    if x is not None and jnp.shape(x) != (m,):
+        raise ValueError(f"argument '{name}' has shape {jnp.shape(x)}, expected ({m},): {what}")
+    return x
+
+
 def pseudo_inertia(theta):
     """π (..., 10) -> J (..., 4, 4) = [[½ tr(I) 1 − I, h], [hᵀ, m]]."""
+    _last_axis("theta", theta, 10)
     inertia = rotational_inertia(theta[..., 4:])
     sigma = 0.5 * jnp.trace(inertia, axis1=-2, axis2=-1)[..., None, None] * _eye(theta, 3) - inertia
     h, m = theta[..., 1:4], theta[..., 0]
@@ -60,6 +75,7 @@ def parameters_from_pseudo_inertia(J):
 
 def log_cholesky_factor(phi):
     """φ (..., 10) -> U (..., 4, 4) upper triangular with positive diagonal (module doc)."""
+    _last_axis("phi", phi, 10)
     alpha, d1, d2, d3, s12, s23, s13, t1, t2, t3 = (phi[..., i] for i in range(10))
     zero, one = jnp.zeros_like(alpha), jnp.ones_like(alpha)
     rows = ((jnp.exp(d1), s12, s13, t1), (zero, jnp.exp(d2), s23, t2), (zero, zero, jnp.exp(d3), t3),
@@ -146,6 +162,8 @@ def condition_number(Y_base) -> float:
 
 def least_squares(Y_base, tau, weights=None):
     """β̂ = argmin Σ wᵢ (Y_b β − τ)ᵢ² for rows (m, r), (m,), weights (m,) or None (ordinary)."""
+    _rows("tau", tau, jnp.shape(Y_base)[0])
+    _rows("weights", weights, jnp.shape(Y_base)[0])
     if weights is None:
         return jnp.linalg.lstsq(Y_base, tau)[0]
     root = jnp.sqrt(weights)
@@ -162,6 +180,12 @@ def residual_weights(residual, floor=1e-12):
 
 def _weighted_residual(phi, Y_stacked, tau, weights):
     """r(φ) = √(w / m) (Y θ(φ) − τ), so that Σ r² = `regression_loss`; φ (n, 10)."""
+    m = jnp.shape(Y_stacked)[0]
+    _rows("tau", tau, m)
+    _rows("weights", weights, m)
+    if jnp.shape(Y_stacked)[-1] != 10 * jnp.shape(phi)[0]:
+        raise ValueError(f"argument 'phi' has shape {jnp.shape(phi)}, expected ({jnp.shape(Y_stacked)[-1] // 10}, 10): "
+                         "one row per link of the regressor")
     theta = parameters_from_log_cholesky(phi).reshape(-1)
     return jnp.sqrt(weights / tau.shape[0]) * (Y_stacked @ theta - tau)
 

@@ -174,8 +174,19 @@ def flexible_model(tree: dict, beams: dict, gravity=STANDARD_GRAVITY, dtype=None
 # ---------------------------------------------------------------------------------------------
 # traced dynamics: the rigid algorithms with Q_e = −K η − C η̇ added
 
+def _check_state(fm: FlexibleModel, **states):
+    """Each state q (nq,) / v, tau, a (nv,) of one sample (ValueError naming it: a shorter one would be
+    indexed with its slots clamped)."""
+    sizes = {"q": fm.model.nq}
+    for name, value in states.items():
+        expected = (sizes.get(name, fm.model.nv),)
+        if value is not None and jnp.shape(value) != expected:
+            raise ValueError(f"argument '{name}' has shape {jnp.shape(value)}, expected {expected}")
+
+
 def elastic_forces(fm: FlexibleModel, q, v):
     """Q_e (nv,): −k η − c η̇ on the deformation joints, zero on the others."""
+    _check_state(fm, q=q, v=v)
     q_def, v_def = q[np.asarray(fm.q_index)], v[np.asarray(fm.v_index)]
     return jnp.zeros_like(v).at[np.asarray(fm.v_index)].set(-fm.stiffness * q_def - fm.damping * v_def)
 
@@ -201,7 +212,15 @@ def forward_dynamics_driven(fm: FlexibleModel, q, v, a_driven, driven, tau=None)
     `a_driven`; the others obey  M_ff θ̈_f = τ_f + Q_e,f − RNEA(q, v, θ̈⁰)_f  with θ̈⁰ = a_driven on
     the driven slots, 0 elsewhere (RNEA and CRBA of the same model). Returns the full θ̈ (nv,)."""
     driven = np.asarray(driven)
-    free = np.setdiff1d(np.arange(fm.model.nv), driven)
+    nv = fm.model.nv
+    if driven.ndim != 1 or not np.issubdtype(driven.dtype, np.integer) or np.any((driven < 0) | (driven >= nv)) \
+            or len(set(driven.tolist())) != driven.size:
+        raise ValueError(f"argument 'driven' must be distinct velocity indices in [0, {nv}), got {driven.tolist()}")
+    if jnp.shape(a_driven) != driven.shape:
+        raise ValueError(f"argument 'a_driven' has shape {jnp.shape(a_driven)}, expected {driven.shape}: one "
+                         "acceleration per driven index")
+    _check_state(fm, q=q, v=v, tau=tau)
+    free = np.setdiff1d(np.arange(nv), driven)
     tau = jnp.zeros_like(v) if tau is None else tau
     a0 = jnp.zeros_like(v).at[driven].set(a_driven)
     residual = tau + elastic_forces(fm, q, v) - rnea(fm.model, q, v, a0)
@@ -230,7 +249,9 @@ def natural_frequencies(fm: FlexibleModel, q):
 
 
 def tip_position(fm: FlexibleModel, q, beam=0):
-    """(3,) tip point of beam `beam` in its root link's frame: (L, 0, 0) undeformed."""
+    """(3,) tip point of beam `beam` (an index into fm.beams) in its root link's frame: (L, 0, 0) undeformed."""
+    if isinstance(beam, (bool, np.bool_)) or not isinstance(beam, (int, np.integer)) or not 0 <= beam < len(fm.beams):
+        raise ValueError(f"argument 'beam' must be an int in [0, {len(fm.beams)}), got {beam!r}")
     root, tip, offset = fm.beams[beam]
     R_world, p_world = forward_kinematics(fm.model, q)
     p_tip = p_world[tip] + R_world[tip] @ jnp.asarray(offset, p_world.dtype)

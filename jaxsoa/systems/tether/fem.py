@@ -124,12 +124,27 @@ def straight_state(params: TetherParams, r_P, r_M, s, v_P=(0.0, 0.0, 0.0), v_M=(
     return TetherState(*(jnp.asarray(x, dtype) for x in (lerp(r_P, r_M), v, s, s_dot)))
 
 
+def check_mesh(params: TetherParams, state: TetherState) -> TetherState:
+    """`state` itself if its arrays fit the mesh of `params`: r, v (n + 1, 3), s, s_dot (2,) with
+    n = params.n_elements (ValueError naming the field otherwise: a state of another mesh would be read
+    with the wrong element length). Shapes are static, so this costs nothing under `jit`."""
+    n = params.n_elements
+    for name, shape in (("r", (n + 1, 3)), ("v", (n + 1, 3)), ("s", (2,)), ("s_dot", (2,))):
+        if jnp.shape(getattr(state, name)) != shape:
+            raise ValueError(f"TetherState.{name} has shape {jnp.shape(getattr(state, name))}, expected {shape} "
+                             f"for params.n_elements = {n}")
+    return state
+
+
 def check_tether_state(params: TetherParams, state: TetherState):
     """Traced checks (`jax.experimental.checkify`) for states produced inside a program (a rollout, an
     optimiser): 0 ≤ s_P < s_M ≤ L, no element of zero length (its tangent, hence τ and its gradient,
     would be undefined), everything finite.
 
-        err, _ = jax.jit(checkify.checkify(check_tether_state))(params, state); err.throw()"""
+        err, _ = jax.jit(checkify.checkify(check_tether_state))(params, state); err.throw()
+
+    The shapes are checked first, at trace time (`check_mesh`)."""
+    check_mesh(params, state)
     checkify.check((state.s[0] >= 0) & (state.s[0] < state.s[1]) & (state.s[1] <= params.length),
                    "tether material out of range: (s_P, s_M) = {s}, L = {L}", s=state.s, L=params.length)
     checkify.check(jnp.all(jnp.linalg.norm(jnp.diff(state.r, axis=0), axis=1) > 0),
@@ -175,6 +190,7 @@ def element_strain(params: TetherParams, state: TetherState):
     r̄' = n (r_{k+1} − r_k). "nodal": ε̇_k = (r̄'·ṙ̄')/(l|r̄'|) − (l̇/l)|r̄'|/l; "energy_consistent":
     ε̇_k = τ_k · ∂_s u = n τ_k·(u_{k+1} − u_k)/l. Returns ElementStrain (eps (n,), eps_dot (n,), tau (n, 3))."""
     n = params.n_elements
+    check_mesh(params, state)
     l, l_dot = state.s[1] - state.s[0], state.s_dot[1] - state.s_dot[0]
     d = n * jnp.diff(state.r, axis=0)                                               # r̄'
     stretch = jnp.linalg.norm(d, axis=1)                                            # |r̄'|

@@ -155,7 +155,13 @@ def reel_acceleration(params: TetherParams, orbit: orb.OrbitParams, t, tether: T
 def stable_dt(params: TetherParams, l, dt_max, *, EA=None, alpha=None):
     """Host-side explicit-RK4 step for the shortest element at deployed length l: ω dt ≤ 1.6 with
     ω = 2 c n / l (lumped axial, c = √(EA/ρ)) and α ω² dt ≤ 1.5 (Kelvin–Voigt), capped at dt_max.
-    EA, alpha override the params' (e.g. the largest of a batch of draws)."""
+    EA, alpha override the params' (e.g. the largest of a batch of draws). ValueError unless l, dt_max, EA
+    are finite and > 0 and alpha finite and ≥ 0."""
+    for name, value, low in (("l", l, 0.0), ("dt_max", dt_max, 0.0), ("EA", EA, 0.0)):
+        if value is not None and not (np.isfinite(value) and value > low):
+            raise ValueError(f"argument '{name}' = {value} must be finite and > 0")
+    if alpha is not None and not (np.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"argument 'alpha' = {alpha} must be finite and ≥ 0")
     EA = float(params.EA) if EA is None else EA
     alpha = float(params.alpha) if alpha is None else alpha
     omega = 2 * np.sqrt(EA / float(params.rho)) * params.n_elements / l

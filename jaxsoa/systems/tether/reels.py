@@ -29,6 +29,7 @@ from jaxsoa.systems.tether.energy_consistent import galerkin_forces, node_rates,
 from jaxsoa.systems.tether.fem import (
     TetherParams,
     TetherState,
+    check_mesh,
     elastic_energy,
     element_strain,
     element_tension,
@@ -67,8 +68,12 @@ def tether_inputs(reel_accel=(0.0, 0.0), reel_force=(0.0, 0.0), reel_damping=(0.
             raise ValueError(f"TetherInputs.{name} must be finite with shape (2,), got {value!r}")
         if name in ("reel_damping", "end_mass") and np.any(value < 0):
             raise ValueError(f"TetherInputs.{name} must be ≥ 0, got {value!r}")
+    if len(tuple(force_driven)) != 2:
+        raise ValueError(f"TetherInputs.force_driven must hold 2 flags (P, M), got {force_driven!r}")
+    if np.any(np.asarray(reel_force, np.float64) < 0):
+        raise ValueError(f"TetherInputs.reel_force must be ≥ 0 (a holding force pulls material in), got {reel_force!r}")
     force_driven = tuple(bool(f) for f in force_driven)
-    if len(force_driven) != 2 or any(f and m <= 0 for f, m in zip(force_driven, reel_inertia, strict=True)):
+    if any(f and m <= 0 for f, m in zip(force_driven, reel_inertia, strict=True)):
         raise ValueError(f"TetherInputs.reel_inertia must be > 0 at force-driven ends {force_driven}, "
                          f"got {reel_inertia!r}")
     dtype = default_dtype(dtype)
@@ -99,8 +104,20 @@ def exit_state(params: TetherParams, state: TetherState, eps, tension, tau) -> E
     return ExitState(payout, eps_e, tension_e, u, grip, thrust, (payout * stretch)[:, None] * u)
 
 
+def check_inputs(inputs: TetherInputs) -> TetherInputs:
+    """`inputs` itself if every field is (2,), one entry per end (ValueError naming the field otherwise: a
+    (3,) or (1,) reel acceleration would be used as s̈ as it is). Static shapes: free under `jit`."""
+    for name in ("reel_accel", "reel_force", "reel_damping", "reel_inertia", "end_mass"):
+        if jnp.shape(getattr(inputs, name)) != (2,):
+            raise ValueError(f"TetherInputs.{name} has shape {jnp.shape(getattr(inputs, name))}, expected (2,): "
+                             "one entry per end (P, M)")
+    return inputs
+
+
 def reel_accelerations(params: TetherParams, state: TetherState, inputs: TetherInputs):
     """s̈ (2,): prescribed (rate-driven ends) or from m_r p̈ = (1+ε)(F − N_ctrl − c ṗ), s̈ = σ p̈."""
+    check_inputs(inputs)
+    check_mesh(params, state)
     if not any(inputs.force_driven):
         return inputs.reel_accel
     eps, eps_dot, tau = element_strain(params, state)

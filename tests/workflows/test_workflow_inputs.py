@@ -1,0 +1,66 @@
+"""Bad inputs that the identification helpers, the spatial helpers and the traced reconfiguration used to
+truncate, clamp or broadcast (an audit): an inertial parameter vector of 9 or 11 entries, torques or weights of
+another length than the regressor's rows, a quaternion of 3 entries, a rotation vector of 4, a (1,) mass in a
+design, a configuration of the wrong shape. Each error names the argument or field."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxsoa.spatial import algebra, rotation
+from jaxsoa.topology.reconfigure import apply_configuration, design_arrays, remap_state
+from jaxsoa.workflows import identification as idf
+from sims import dual_arm_spacecraft as sc
+
+
+@pytest.mark.parametrize("size", [9, 11])
+def test_inertial_parameters_need_ten_entries(size):
+    with pytest.raises(ValueError, match="argument 'theta' has shape"):
+        idf.pseudo_inertia(jnp.ones(size))
+    with pytest.raises(ValueError, match="argument 'phi' has shape"):
+        idf.log_cholesky_factor(jnp.ones(size))
+    assert idf.pseudo_inertia(jnp.ones((2, 10))).shape == (2, 4, 4)
+
+
+def test_regression_rows_are_checked():
+    rng = np.random.default_rng(0)
+    Y, tau = jnp.asarray(rng.normal(size=(8, 3))), jnp.asarray(rng.normal(size=8))
+    with pytest.raises(ValueError, match="argument 'weights' has shape \\(1,\\), expected \\(8,\\)"):
+        idf.least_squares(Y, tau, jnp.ones(1))
+    with pytest.raises(ValueError, match="argument 'tau' has shape \\(7,\\), expected \\(8,\\)"):
+        idf.least_squares(Y, tau[:7])
+    np.testing.assert_allclose(idf.least_squares(Y, tau, jnp.ones(8)), np.linalg.lstsq(Y, tau, rcond=None)[0],
+                               atol=1e-12)
+    Y10 = jnp.asarray(rng.normal(size=(8, 10)))
+    with pytest.raises(ValueError, match="argument 'tau' has shape \\(1,\\), expected \\(8,\\)"):
+        idf.regression_loss(jnp.zeros((1, 10)), Y10, jnp.ones(1), jnp.ones(8))
+    with pytest.raises(ValueError, match="argument 'phi' has shape \\(2, 10\\), expected \\(1, 10\\)"):
+        idf.regression_loss(jnp.zeros((2, 10)), Y10, jnp.ones(8), jnp.ones(8))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: algebra.skew(jnp.ones(2)), "argument 'w' has shape \\(2,\\), expected \\(..., 3\\)"),
+    (lambda: rotation.quat_to_rotation(jnp.ones(3)), "argument 'quat_xyzw'"),
+    (lambda: rotation.exp_so3(jnp.ones(4)), "argument 'rotvec'"),
+    (lambda: rotation.rotation_to_quat(jnp.eye(2)), "argument 'R' has shape \\(2, 2\\)"),
+    (lambda: rotation.log_so3(jnp.ones(3)), "argument 'R'"),
+])
+def test_spatial_helpers_check_their_vectors(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_traced_reconfiguration_checks_its_arrays():
+    design = sc.design(floating=True)
+    template, arrays = sc.model(1, floating=True), design_arrays(design)
+    config = jnp.asarray(sc.configuration(1), jnp.int32)
+    with pytest.raises(ValueError, match="argument 'interfaces' has shape"):
+        apply_configuration(template, arrays, config[:, :-1])
+    with pytest.raises(ValueError, match="field 'mass' has shape \\(1,\\)"):
+        apply_configuration(template, arrays._replace(mass=jnp.ones(1)), config)
+    model = apply_configuration(template, arrays, config, jnp.asarray(sc.IDS))
+    q, v = jnp.zeros(model.nq), jnp.zeros(model.nv)
+    with pytest.raises(ValueError, match="argument 'previous_inboard' has shape \\(\\)"):
+        remap_state(model, 0, q, v)
+    with pytest.raises(ValueError, match="argument 'q' has shape"):
+        remap_state(model, model.inboard_interface, q[:-1], v)
