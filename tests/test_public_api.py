@@ -630,6 +630,7 @@ def _systems_cases():
     pose_path = stewart_gas.sine_profile()
     cases = {
         "systems.orbit.eccentric_anomaly": pure(orbit.eccentric_anomaly, normal(), lambda sy, k: jnp.asarray(0.1)),
+        "systems.orbit.check_orbit": Case(checked(orbit.check_orbit), lambda sy, k: (sy.orbit,)),
         "systems.orbit.eci_to_orbital": on_orbit(orbit.eci_to_orbital, lambda sy, k: 7.0e6 + r3(sy, k), v3),
         "systems.orbit.gravity_gradient_acceleration": on_orbit(orbit.gravity_gradient_acceleration, r3),
         "systems.orbit.gravity_gradient_rate": on_orbit(orbit.gravity_gradient_rate),
@@ -918,6 +919,7 @@ HOST_ONLY = {
     "io.load_mjcf": "file I/O (MuJoCo's compiler) and host builder",
     "io.mjcf_joint_properties": "file I/O (MuJoCo's compiler): host arrays read from the compiled model",
     "systems.orbit.circular_orbit": BUILDER,
+    "systems.orbit.orbit_params": BUILDER,
     "systems.stewart.build_stewart": BUILDER,
     "systems.stewart.hexapod_points": "host geometry (numpy) for build_stewart",
     "systems.stewart.raise_if_invalid": "host: raises ValueError on a PoseStatus (traced: check_pose)",

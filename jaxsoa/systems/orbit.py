@@ -20,9 +20,12 @@ A rigid body (centre of mass c, inertia J about it) gets the force −m (μ/R³)
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
+from jax.experimental import checkify
 
 from jaxsoa.algorithms.kinematics import LinkPlacements, forward_kinematics
 from jaxsoa.multibody.model import Model, link_inertia
+from jaxsoa.spatial.algebra import trailing
 
 EARTH_MU = 3.986004418e14        # m³/s², Earth's gravitational parameter
 KEPLER_ITERATIONS = 12           # Newton steps on Kepler's equation: quadratic convergence, e ≤ 0.9
@@ -30,18 +33,38 @@ KEPLER_ITERATIONS = 12           # Newton steps on Kepler's equation: quadratic 
 
 class OrbitParams(NamedTuple):
     """Reference orbit (a PyTree: vmap / grad over it). mu [m³/s²], a semi-major axis [m],
-    e eccentricity in [0, 1), mean_anomaly0 mean anomaly at t = 0 [rad]."""
+    e eccentricity in [0, 1), mean_anomaly0 mean anomaly at t = 0 [rad]. Build it with `orbit_params`
+    (or `circular_orbit`), which checks the fields; `check_orbit` checks traced ones."""
     mu: float = EARTH_MU
     a: float = 7.0e6
     e: float = 0.0
     mean_anomaly0: float = 0.0
 
 
-def circular_orbit(a=7.0e6, mu=EARTH_MU) -> OrbitParams:
-    """Circular orbit of radius a, starting at f = 0; ValueError on a non-positive field."""
-    if a <= 0 or mu <= 0:
+def orbit_params(a=7.0e6, e=0.0, mean_anomaly0=0.0, mu=EARTH_MU) -> OrbitParams:
+    """Host builder of `OrbitParams`: ValueError naming the field unless a and mu are finite real scalars
+    > 0, e in [0, 1) and mean_anomaly0 finite (an e ≥ 1 gives NaN, a negative e a finite wrong orbit)."""
+    values = dict(a=a, e=e, mean_anomaly0=mean_anomaly0, mu=mu)
+    for name, value in values.items():
+        if np.ndim(value) != 0 or not np.isreal(value) or not np.isfinite(value):
+            raise ValueError(f"field '{name}' = {value!r} must be a finite real scalar")
+    if not (a > 0 and mu > 0):
         raise ValueError(f"fields 'a' = {a} and 'mu' = {mu} must be positive")
-    return OrbitParams(mu=mu, a=a, e=0.0, mean_anomaly0=0.0)
+    if not 0 <= e < 1:
+        raise ValueError(f"field 'e' = {e} must be in [0, 1) (an ellipse)")
+    return OrbitParams(mu=mu, a=a, e=e, mean_anomaly0=mean_anomaly0)
+
+
+def circular_orbit(a=7.0e6, mu=EARTH_MU) -> OrbitParams:
+    """Circular orbit of radius a, starting at f = 0 (`orbit_params` with e = 0)."""
+    return orbit_params(a=a, e=0.0, mean_anomaly0=0.0, mu=mu)
+
+
+def check_orbit(orbit: OrbitParams):
+    """checkify checks of an orbit made inside a program: a, mu > 0 and 0 ≤ e < 1, all finite."""
+    fields = jnp.stack([jnp.asarray(x, float) for x in orbit])
+    checkify.check(jnp.all(jnp.isfinite(fields)) & (orbit.a > 0) & (orbit.mu > 0) & (orbit.e >= 0) & (orbit.e < 1),
+                   "orbit fields (mu, a, e, mean_anomaly0) = {f} must be finite with a, mu > 0, 0 ≤ e < 1", f=fields)
 
 
 def mean_motion(orbit: OrbitParams):
@@ -140,6 +163,7 @@ def gravity_gradient_wrenches_at(model: Model, orbit: OrbitParams, t, placements
 
 def two_body_acceleration(mu, r_eci):
     """Point-mass gravity −μ r / |r|³, ECI. r (..., 3) -> (..., 3)."""
+    trailing("r_eci", r_eci, (3,))
     return -mu * r_eci / jnp.linalg.norm(r_eci, axis=-1, keepdims=True) ** 3
 
 

@@ -28,8 +28,15 @@ def path_name(path) -> str:
 
 
 def flatten(tree) -> dict:
-    """{"a/b": numpy array} from a PyTree of arrays (names: `path_name`)."""
-    return {path_name(path): np.asarray(leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+    """{"a/b": numpy array} from a PyTree of arrays (names: `path_name`); ValueError when two leaves get one
+    name (e.g. keys "a/b" and "a" → "b"), which would drop one of them."""
+    flat = {}
+    for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+        name = path_name(path)
+        if name in flat:
+            raise ValueError(f"two results are both named '{name}': rename one (a '/' in a key nests names)")
+        flat[name] = np.asarray(leaf)
+    return flat
 
 
 def nonfinite_counts(results: dict) -> dict:
@@ -45,9 +52,18 @@ def summarize(results: dict, quantiles=QUANTILES) -> dict:
     """Per name: ``count`` (all entries), ``nonfinite`` (NaN/inf entries, excluded from the
     statistics), ``finite`` (= count − nonfinite), and mean, std (population, ddof = 0), min, max
     and the given quantiles (``q5``, ``q50``, ...; linear interpolation, numpy's default) over the
-    finite entries only. A name with no finite entry gets NaN statistics."""
+    finite entries only. A name with no finite entry gets NaN statistics. `quantiles`: a sequence of
+    levels in [0, 1] whose keys differ (0.5 and 0.5000001 would share ``q50``); complex results are refused
+    (the statistics are of real numbers)."""
+    if np.ndim(quantiles) != 1:
+        raise ValueError(f"argument 'quantiles' must be a sequence of levels in [0, 1], got {quantiles!r}")
+    keys = [f"q{100 * q:g}" for q in quantiles]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"argument 'quantiles' = {list(quantiles)} gives repeated keys {keys}")
     summary = {}
     for key, values in results.items():
+        if np.iscomplexobj(values):
+            raise TypeError(f"results['{key}'] is complex: summarize real quantities (e.g. abs or real/imag parts)")
         x = np.asarray(values, np.float64).ravel()
         if x.size == 0:
             raise ValueError(f"results['{key}'] is empty")
@@ -59,7 +75,7 @@ def summarize(results: dict, quantiles=QUANTILES) -> dict:
         else:
             stats.update(mean=np.nan, std=np.nan, min=np.nan, max=np.nan)
             levels = np.full(len(quantiles), np.nan)
-        stats.update({f"q{100 * q:g}": float(v) for q, v in zip(quantiles, levels, strict=True)})
+        stats.update({k: float(v) for k, v in zip(keys, levels, strict=True)})
         summary[key] = stats
     return summary
 

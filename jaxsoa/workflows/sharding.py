@@ -104,7 +104,10 @@ def batch_count(batch) -> int:
 
 def chunk_length(count: int, n_devices: int, chunk_size=None) -> int:
     """Samples per compiled call: ``chunk_size`` (default ``min(count, 1024 n_devices)``) rounded up
-    to a multiple of the device count."""
+    to a multiple of the device count. count ≥ 1 and n_devices ≥ 1 (ValueError naming them)."""
+    for name, value in (("count", count), ("n_devices", n_devices)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"'{name}' must be a positive integer, got {value!r}")
     if chunk_size is None:
         chunk_size = min(count, DEFAULT_CHUNK_PER_DEVICE * n_devices)
     elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer) or chunk_size <= 0:

@@ -125,7 +125,11 @@ def sweep_record(count: int, chunk: int, inputs: dict, outputs: dict, parameters
                  notes=None) -> dict:
     """The record of a new sweep: ``inputs`` {name: (N, ...) array}, ``outputs`` {name: per-sample
     shape/dtype} (`describe` with ``batched=False``), ``parameters`` a JSON-serialisable dict
-    (compared on resume), ``notes`` one more (e.g. the command line; recorded, never compared)."""
+    (compared on resume), ``notes`` one more (e.g. the command line; recorded, never compared). count and
+    chunk are positive integers (ValueError naming them)."""
+    for name, value in (("count", count), ("chunk", chunk)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"'{name}' must be a positive integer, got {value!r}")
     return {"format": FORMAT, "count": int(count), "chunk": int(chunk),
             "parameters": json.loads(json.dumps(parameters or {})), "inputs": describe(inputs),
             "outputs": describe(outputs, batched=False), "fingerprint": fingerprint(inputs),

@@ -73,3 +73,21 @@ def test_flexible_states_driven_indices_and_beam_are_checked():
         with pytest.raises(ValueError, match="argument 'beam' must be an int in \\[0, 1\\)"):
             flexible.tip_position(fm, q, beam=beam)
     np.testing.assert_allclose(flexible.tip_position(fm, q), [1.0, 0.0, 0.0], atol=1e-12)   # undeformed: (L, 0, 0)
+
+
+def test_orbits_are_checked():
+    from jaxsoa.systems import orbit
+
+    for kwargs, field in ((dict(e=1.5), "'e'"), (dict(e=-0.2), "'e'"), (dict(a=-7e6), "'a'"),
+                          (dict(a=float("nan")), "'a'"), (dict(mu=0.0), "'mu'")):
+        with pytest.raises(ValueError, match=field):
+            orbit.orbit_params(**kwargs)
+    with pytest.raises(ValueError, match="'a'"):
+        orbit.circular_orbit(a=float("nan"))
+    good = orbit.orbit_params(a=8.0e6, e=0.1)
+    assert checkify.checkify(orbit.check_orbit)(good)[0].get() is None
+    assert "0 ≤ e < 1" in checkify.checkify(orbit.check_orbit)(good._replace(e=jnp.asarray(1.5)))[0].get()
+    with pytest.raises(ValueError, match="argument 'r_eci' has shape \\(2,\\)"):
+        orbit.two_body_acceleration(orbit.EARTH_MU, jnp.ones(2))
+    r = jnp.asarray([7.0e6, 0.0, 0.0])                                              # closed form: −μ/r² along x
+    np.testing.assert_allclose(orbit.two_body_acceleration(orbit.EARTH_MU, r), [-orbit.EARTH_MU / 7.0e6**2, 0, 0])

@@ -64,3 +64,23 @@ def test_traced_reconfiguration_checks_its_arrays():
         remap_state(model, 0, q, v)
     with pytest.raises(ValueError, match="argument 'q' has shape"):
         remap_state(model, model.inboard_interface, q[:-1], v)
+
+
+def test_results_and_sweep_helpers_refuse_what_they_would_lose():
+    from jaxsoa.workflows import results, sharding, store
+
+    with pytest.raises(ValueError, match="both named 'a/b'"):
+        results.flatten({"a/b": np.ones(2), "a": {"b": np.zeros(2)}})
+    with pytest.raises(ValueError, match="argument 'quantiles'.*repeated keys"):
+        results.summarize({"x": np.arange(4.0)}, quantiles=(0.5, 0.5000001))
+    with pytest.raises(ValueError, match="argument 'quantiles' must be a sequence"):
+        results.summarize({"x": np.arange(4.0)}, quantiles=0.5)
+    with pytest.raises(TypeError, match="results\\['z'\\] is complex"):
+        results.summarize({"z": np.ones(3) * 1j})
+    assert results.summarize({"x": np.arange(5.0)}, quantiles=(0.5,))["x"]["q50"] == 2.0   # the median of 0..4
+    with pytest.raises(ValueError, match="'count' must be a positive integer"):
+        sharding.chunk_length(-3, 1)
+    with pytest.raises(ValueError, match="'n_devices' must be a positive integer"):
+        sharding.chunk_length(4, 0)
+    with pytest.raises(ValueError, match="'count' must be a positive integer"):
+        store.sweep_record(-1, 1, {"a": np.ones((1, 2))}, {})
