@@ -71,7 +71,7 @@ def test_results_and_sweep_helpers_refuse_what_they_would_lose():
 
     with pytest.raises(ValueError, match="both named 'a/b'"):
         results.flatten({"a/b": np.ones(2), "a": {"b": np.zeros(2)}})
-    with pytest.raises(ValueError, match="argument 'quantiles'.*repeated keys"):
+    with pytest.raises(ValueError, match=r"argument .quantiles. = .* gives repeated keys"):
         results.summarize({"x": np.arange(4.0)}, quantiles=(0.5, 0.5000001))
     with pytest.raises(ValueError, match="argument 'quantiles' must be a sequence"):
         results.summarize({"x": np.arange(4.0)}, quantiles=0.5)
