@@ -11,7 +11,6 @@ import os
 import pathlib
 import sys
 import time
-import uuid
 
 from tqdm import tqdm
 
@@ -253,23 +252,16 @@ def legend_outside(ax, **kwargs):
 
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yield a temporary path beside `path` (same folder, same suffix) for the caller to write the whole
-    file to; then fsync it and `os.replace` it over `path` in one step. On any error (a full disk, a
-    crash of the serializer, Ctrl-C) the temporary file is removed and `path` keeps its previous content."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:12]}.partial{path.suffix}")
+    """`jaxsoa.workflows.results.atomic_path` (a temporary file beside `path`, renamed over it once whole;
+    the previous content kept on any error), with an `OSError` (a full disk) re-raised naming `path`, the
+    file meant, instead of the temporary one."""
+    from jaxsoa.workflows.results import atomic_path as shared
+
     try:
-        yield tmp
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as error:                           # a full disk, a lost folder: name the file meant
-        tmp.unlink(missing_ok=True)
+        with shared(path) as tmp:
+            yield tmp
+    except OSError as error:
         raise OSError(error.errno, f"writing {path} failed ({error.strerror or error})") from error
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ Names are flat strings; nested result PyTrees are flattened to ``"a/b"`` names b
 Chunked, resumable sweeps keep their results in a run directory instead (`jaxsoa.workflows.store`).
 """
 
+import contextlib
 import io
 import json
 import os
@@ -80,23 +81,30 @@ def summarize(results: dict, quantiles=QUANTILES) -> dict:
     return summary
 
 
-def write_atomic(path, data) -> pathlib.Path:
-    """Write ``data`` (bytes, or str as UTF-8) to ``path`` atomically: a temporary file in the same
-    folder, flushed and fsync'ed, then `os.replace`d over ``path``; on any error the temporary file
-    is removed and ``path`` is untouched. Creates the parent folders; returns the path."""
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temporary path beside ``path`` (same folder, same suffix, so writers that infer a format or
+    append one, as ``np.savez`` does, keep it) for the caller to write the whole file to; then fsync it
+    and `os.replace` it over ``path`` in one step. On any error the temporary file is removed and
+    ``path`` keeps its previous content. Creates the parent folders."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
+    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.partial{path.suffix}")
     try:
-        with open(tmp, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
+        yield tmp
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return path
+
+
+def write_atomic(path, data) -> pathlib.Path:
+    """Write ``data`` (bytes, or str as UTF-8) to ``path`` atomically (`atomic_path`); returns the path."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+    return pathlib.Path(path)
 
 
 def write_results(path, results: dict, metadata: dict) -> pathlib.Path:
