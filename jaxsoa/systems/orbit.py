@@ -127,7 +127,8 @@ def gravity_gradient_rate(orbit: OrbitParams, t):
 
 def gravity_gradient_acceleration(orbit: OrbitParams, t, r):
     """Linearised tidal acceleration −(μ/R³) A_f r = −(μ/R³) (r − 3 i (i·r)), orbital frame.
-    r (..., 3) -> (..., 3)."""
+    r (..., 3) -> (..., 3) (ValueError naming `r` for another trailing axis)."""
+    trailing("r", r, (3,))
     k, i = gravity_gradient_rate(orbit, t)
     i = jnp.broadcast_to(i, r.shape)
     return -k * (r - 3 * i * jnp.sum(i * r, -1, keepdims=True))
@@ -135,7 +136,11 @@ def gravity_gradient_acceleration(orbit: OrbitParams, t, r):
 
 def gravity_gradient_torque(orbit: OrbitParams, t, inertia, radial=None):
     """3 (μ/R³) i × (J i) about a body's centre of mass, with J (..., 3, 3) and `radial` i
-    (..., 3) in the same frame (default: orbital axes, i from the orbit)."""
+    (..., 3) in the same frame (default: orbital axes, i from the orbit). ValueError naming `inertia`
+    or `radial` for other trailing axes."""
+    trailing("inertia", inertia, (3, 3))
+    if radial is not None:
+        trailing("radial", radial, (3,))
     k, i = gravity_gradient_rate(orbit, t)
     i = jnp.broadcast_to(i, inertia.shape[:-1]) if radial is None else radial
     return 3 * k * jnp.cross(i, jnp.einsum("...ij,...j->...i", inertia, i))
@@ -168,7 +173,9 @@ def two_body_acceleration(mu, r_eci):
 
 
 def relative_two_body_acceleration(orbit: OrbitParams, t, r):
-    """Exact tidal acceleration in the orbital frame: g(R + r) − g(R). r (..., 3)."""
+    """Exact tidal acceleration in the orbital frame: g(R + r) − g(R). r (..., 3) (ValueError naming `r`
+    for another trailing axis)."""
+    trailing("r", r, (3,))
     R, _ = reference_state(orbit, t)
     return two_body_acceleration(orbit.mu, R + r) - two_body_acceleration(orbit.mu, R)
 
@@ -188,48 +195,64 @@ def _lvlh_rate(orbit: OrbitParams, t):
 
 
 def libration_angles(orbit: OrbitParams, t, chord):
-    """In-plane θ = atan2(d_y, d_x) and out-of-plane φ = asin(d_z/|d|) of a chord d (3,) given in the orbital
-    frame, in LVLH: θ = φ = 0 on the local vertical (d along +i, radially out), θ > 0 leaning along-track."""
-    d = chord @ lvlh_rotation(orbit, t)
-    return jnp.arctan2(d[1], d[0]), jnp.arcsin(d[2] / jnp.linalg.norm(d))
+    """In-plane θ = atan2(d_y, d_x) and out-of-plane φ = asin(d_z/|d|) of a chord d (..., 3) given in the
+    orbital frame, in LVLH: θ = φ = 0 on the local vertical (d along +i, radially out), θ > 0 leaning
+    along-track. Angles (...,) each; ValueError naming `chord` for another trailing axis."""
+    d = trailing("chord", chord, (3,)) @ lvlh_rotation(orbit, t)
+    return jnp.arctan2(d[..., 1], d[..., 0]), jnp.arcsin(d[..., 2] / jnp.linalg.norm(d, axis=-1))
 
 
 def orbital_to_lvlh(orbit: OrbitParams, t, r, v):
-    """(r, v) orbital -> LVLH: r_L = Cᵀ r, v_L = Cᵀ (v − ω × r), C = R_orbital_lvlh."""
+    """(r, v) orbital -> LVLH: r_L = Cᵀ r, v_L = Cᵀ (v − ω × r), C = R_orbital_lvlh. r, v (..., 3)
+    (ValueError naming the argument for another trailing axis)."""
+    trailing("r", r, (3,))
+    trailing("v", v, (3,))
     C, (omega, _) = lvlh_rotation(orbit, t), _lvlh_rate(orbit, t)
     return r @ C, (v - jnp.cross(omega, r)) @ C
 
 
 def lvlh_to_orbital(orbit: OrbitParams, t, r_lvlh, v_lvlh):
-    """(r, v) LVLH -> orbital: r = C r_L, v = C v_L + ω × r."""
+    """(r, v) LVLH -> orbital: r = C r_L, v = C v_L + ω × r. r_lvlh, v_lvlh (..., 3) (ValueError naming
+    the argument for another trailing axis)."""
+    trailing("r_lvlh", r_lvlh, (3,))
+    trailing("v_lvlh", v_lvlh, (3,))
     C, (omega, _) = lvlh_rotation(orbit, t), _lvlh_rate(orbit, t)
     r = r_lvlh @ C.T
     return r, v_lvlh @ C.T + jnp.cross(omega, r)
 
 
 def eci_to_orbital(orbit: OrbitParams, t, r_eci, v_eci):
-    """(r, v) ECI -> orbital: r = r_E − R, v = v_E − V (parallel axes)."""
+    """(r, v) ECI -> orbital: r = r_E − R, v = v_E − V (parallel axes). r_eci, v_eci (..., 3) (ValueError
+    naming the argument for another trailing axis)."""
+    trailing("r_eci", r_eci, (3,))
+    trailing("v_eci", v_eci, (3,))
     R, V = reference_state(orbit, t)
     return r_eci - R, v_eci - V
 
 
 def orbital_to_eci(orbit: OrbitParams, t, r, v):
-    """(r, v) orbital -> ECI: r_E = R + r, v_E = V + v."""
+    """(r, v) orbital -> ECI: r_E = R + r, v_E = V + v. r, v (..., 3) (ValueError naming the argument for
+    another trailing axis)."""
+    trailing("r", r, (3,))
+    trailing("v", v, (3,))
     R, V = reference_state(orbit, t)
     return R + r, V + v
 
 
 def lvlh_acceleration(orbit: OrbitParams, t, r_lvlh, v_lvlh, *, linear=True):
-    """Relative acceleration in LVLH (3,): tidal gravity (linearised −(μ/R³) diag(−2, 1, 1) r,
+    """Relative acceleration in LVLH (..., 3): tidal gravity (linearised −(μ/R³) diag(−2, 1, 1) r,
     or the full −μ (R x̂ + r)/|R x̂ + r|³ + μ/R² x̂) minus the frame terms
     2 ω × v + ω̇ × r + ω × (ω × r). Circular + linear: Clohessy–Wiltshire
-    ẍ = 3n²x + 2nẏ, ÿ = −2nẋ, z̈ = −n²z."""
+    ẍ = 3n²x + 2nẏ, ÿ = −2nẋ, z̈ = −n²z. r_lvlh, v_lvlh (..., 3) (ValueError naming the argument for
+    another trailing axis)."""
+    trailing("r_lvlh", r_lvlh, (3,))
+    trailing("v_lvlh", v_lvlh, (3,))
     f = true_anomaly(orbit, t)
     R = orbit_radius(orbit, f)
     omega, omega_dot = _lvlh_rate(orbit, t)
     x_hat = jnp.eye(3, dtype=r_lvlh.dtype)[0]
     if linear:
-        gravity = -(orbit.mu / R**3) * (r_lvlh - 3 * x_hat * r_lvlh[0])
+        gravity = -(orbit.mu / R**3) * (r_lvlh - 3 * x_hat * r_lvlh[..., :1])
     else:
         gravity = two_body_acceleration(orbit.mu, R * x_hat + r_lvlh) + orbit.mu / R**2 * x_hat
     frame = 2 * jnp.cross(omega, v_lvlh) + jnp.cross(omega_dot, r_lvlh) + jnp.cross(omega, jnp.cross(omega, r_lvlh))

@@ -201,6 +201,16 @@ class Fit(NamedTuple):
     losses: jax.Array
 
 
+def _stage_steps(name, steps) -> int:
+    """A static step count ≥ 0 (0 skips the stage): TypeError unless a Python or NumPy int (not a bool; `lax.scan`
+    truncated 2.5 to 2), ValueError naming `name` below 0."""
+    if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, (int, np.integer)):
+        raise TypeError(f"argument '{name}' must be a Python int, got {type(steps).__name__}")
+    if steps < 0:
+        raise ValueError(f"argument '{name}' = {steps} must be ≥ 0 (0 skips the stage)")
+    return int(steps)
+
+
 def _optax_descent(loss, optimizer, phi, steps, line_search=False):
     """`steps` optax updates of φ under `lax.scan`; returns (φ, loss before each step)."""
     value_and_grad = optax.value_and_grad_from_state(loss) if line_search else None
@@ -246,7 +256,11 @@ def fit_log_cholesky(phi0, Y_stacked, tau, weights, adam_steps=500, lbfgs_steps=
     Adam (optax), L-BFGS (optax, zoom line search), then Levenberg–Marquardt on the residual. The
     first-order stages stall in the curved, partly flat valleys of φ (unidentifiable directions);
     the Gauss–Newton stage converges to the (physically constrained) least-squares optimum.
-    Rows (m, p), (m,), weights (m,); jit with the step counts static."""
+    Rows (m, p), (m,), weights (m,); jit with the step counts static. Each step count must be an int ≥ 0
+    (0 skips that stage; TypeError for a float or bool, ValueError naming the count below 0)."""
+    adam_steps, lbfgs_steps, gauss_newton_steps = (_stage_steps(name, steps) for name, steps in (
+        ("adam_steps", adam_steps), ("lbfgs_steps", lbfgs_steps), ("gauss_newton_steps", gauss_newton_steps)))
+
     def loss(phi):
         return regression_loss(phi, Y_stacked, tau, weights)
 

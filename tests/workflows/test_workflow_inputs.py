@@ -1,7 +1,8 @@
 """Bad inputs that the identification helpers, the spatial helpers and the traced reconfiguration used to
 truncate, clamp or broadcast (an audit): an inertial parameter vector of 9 or 11 entries, torques or weights of
 another length than the regressor's rows, a quaternion of 3 entries, a rotation vector of 4, a (1,) mass in a
-design, a configuration of the wrong shape. Each error names the argument or field."""
+design, a configuration of the wrong shape, negative or float step counts of `fit_log_cholesky`. Each error
+names the argument or field."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -84,3 +85,30 @@ def test_results_and_sweep_helpers_refuse_what_they_would_lose():
         sharding.chunk_length(4, 0)
     with pytest.raises(ValueError, match="'count' must be a positive integer"):
         store.sweep_record(-1, 1, {"a": np.ones((1, 2))}, {})
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    (dict(adam_steps=-1), ValueError, "adam_steps"), (dict(lbfgs_steps=-3), ValueError, "lbfgs_steps"),
+    (dict(gauss_newton_steps=-1), ValueError, "gauss_newton_steps"), (dict(adam_steps=2.5), TypeError, "adam_steps"),
+    (dict(lbfgs_steps=3.0), TypeError, "lbfgs_steps"),
+    (dict(gauss_newton_steps=True), TypeError, "gauss_newton_steps")])
+def test_fit_step_counts_are_checked(kwargs, error, name):
+    """A negative count failed inside XLA; 2.5 ran 2 steps and True one (lax.scan truncates)."""
+    Y = jnp.asarray(np.random.default_rng(1).normal(size=(12, 10)))
+    with pytest.raises(error, match=rf"argument '{name}'"):
+        idf.fit_log_cholesky(jnp.zeros((1, 10)), Y, jnp.ones(12), jnp.ones(12), **kwargs)
+
+
+def test_fit_stages_can_be_skipped_and_recover_exact_data():
+    """0 steps skips a stage: with no steps at all φ0 comes back with no losses; Levenberg–Marquardt alone, on
+    torques generated exactly by a real body θ* (Y full rank), recovers θ*."""
+    rng = np.random.default_rng(2)
+    Y, phi_true = jnp.asarray(rng.normal(size=(40, 10))), jnp.asarray(rng.normal(0.0, 0.3, (1, 10)))
+    theta_true = idf.parameters_from_log_cholesky(phi_true).reshape(-1)
+    tau, phi0 = Y @ theta_true, phi_true + 0.05
+    none = idf.fit_log_cholesky(phi0, Y, tau, jnp.ones(40), adam_steps=0, lbfgs_steps=0, gauss_newton_steps=0)
+    assert none.losses.shape == (0,) and bool(jnp.all(none.phi == phi0))
+    fit = idf.fit_log_cholesky(phi0, Y, tau, jnp.ones(40), adam_steps=0, lbfgs_steps=0, gauss_newton_steps=25)
+    assert fit.losses.shape == (25,)
+    np.testing.assert_allclose(idf.parameters_from_log_cholesky(fit.phi).reshape(-1), theta_true, rtol=1e-8,
+                               atol=1e-8 * float(jnp.max(jnp.abs(theta_true))))

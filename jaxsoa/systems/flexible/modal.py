@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.multibody.scalars import check_positive_steps
 from jaxsoa.spatial.small_linalg import solve
 from jaxsoa.systems.flexible.rfem import Beam
 
@@ -44,10 +45,11 @@ class HubBeamModes:
 
 def hub_beam_modes(beam: Beam, n_modes, hub_inertia, hub_radius=0.0, geometric_stiffening=True,
                    dtype=None) -> HubBeamModes:
-    """Host builder: the modal integrals by Gauss–Legendre quadrature (exact for these polynomials)."""
+    """Host builder: the modal integrals by Gauss–Legendre quadrature (exact for these polynomials).
+    Checks `beam` (`Beam.validate`; its n_segments is unused here), `n_modes` an int ≥ 1 (TypeError
+    for a float such as 4.0, ValueError below 1), hub_inertia > 0 and hub_radius ≥ 0, both finite."""
     beam.validate("beam")
-    if int(n_modes) != n_modes or n_modes < 1:
-        raise ValueError(f"field 'n_modes' = {n_modes} must be a positive integer")
+    n_modes = check_positive_steps("n_modes", n_modes)
     if not (np.isfinite(hub_inertia) and hub_inertia > 0):
         raise ValueError(f"field 'hub_inertia' = {hub_inertia} must be positive and finite")
     if not (np.isfinite(hub_radius) and hub_radius >= 0):
@@ -72,20 +74,33 @@ def hub_beam_modes(beam: Beam, n_modes, hub_inertia, hub_radius=0.0, geometric_s
                         geometric_stiffening=bool(geometric_stiffening))
 
 
+def _check_sizes(mm: HubBeamModes, **arrays):
+    """Each argument of one sample: q, v (1 + m,); eta, eta_dot (m,); anything else a scalar (ValueError
+    naming it: another length failed deep inside a matrix product, or broadcast)."""
+    m = mm.b.shape[0]
+    shapes = dict(q=(1 + m,), v=(1 + m,), eta=(m,), eta_dot=(m,))
+    for name, value in arrays.items():
+        if jnp.shape(value) != shapes.get(name, ()):
+            raise ValueError(f"argument '{name}' has shape {jnp.shape(value)}, expected {shapes.get(name, ())} "
+                             f"(the model has m = {m} modes)")
+
+
 def _A(mm: HubBeamModes):
     """A = M_ee − s K_G."""
     return mm.M_ee - mm.K_G if mm.geometric_stiffening else mm.M_ee
 
 
 def modal_mass_matrix(mm: HubBeamModes, q):
-    """(1 + m, 1 + m) [[J₀ + ηᵀAη, bᵀ], [b, M_ee]] at q = (θ, η)."""
+    """(1 + m, 1 + m) [[J₀ + ηᵀAη, bᵀ], [b, M_ee]] at q = (θ, η) (1 + m,), its shape checked."""
+    _check_sizes(mm, q=q)
     eta = q[1:]
     top = jnp.concatenate([(mm.J0 + eta @ _A(mm) @ eta)[None], mm.b])
     return jnp.concatenate([top[None], jnp.concatenate([mm.b[:, None], mm.M_ee], 1)], 0)
 
 
 def modal_bias(mm: HubBeamModes, q, v):
-    """(1 + m,) [2 θ̇ ηᵀ A η̇;  (K − θ̇² A) η + C η̇]."""
+    """(1 + m,) [2 θ̇ ηᵀ A η̇;  (K − θ̇² A) η + C η̇] at q, v (1 + m,), their shapes checked."""
+    _check_sizes(mm, q=q, v=v)
     eta, theta_dot, eta_dot = q[1:], v[0], v[1:]
     A = _A(mm)
     return jnp.concatenate([(2 * theta_dot * eta @ A @ eta_dot)[None],
@@ -93,30 +108,36 @@ def modal_bias(mm: HubBeamModes, q, v):
 
 
 def forward_dynamics_modal(mm: HubBeamModes, q, v, tau_hub):
-    """(1 + m,) accelerations (θ̈, η̈) under a hub torque."""
-    rhs = -modal_bias(mm, q, v).at[0].add(tau_hub)
+    """(1 + m,) accelerations (θ̈, η̈) under a scalar hub torque; the shapes of q, v (1 + m,) checked."""
+    _check_sizes(mm, q=q, v=v, tau_hub=tau_hub)
+    rhs = (-modal_bias(mm, q, v)).at[0].add(tau_hub)                # τ_hub e₀ − bias
     return solve(modal_mass_matrix(mm, q), rhs)
 
 
 def modal_driven_dynamics(mm: HubBeamModes, eta, eta_dot, theta_dot, theta_ddot):
-    """(m,) η̈ with the hub's motion prescribed: M_ee η̈ = −b θ̈ − (K − θ̇² A) η − C η̇."""
+    """(m,) η̈ with the hub's motion prescribed: M_ee η̈ = −b θ̈ − (K − θ̇² A) η − C η̇; eta, eta_dot
+    (m,) and the scalars θ̇, θ̈ have their shapes checked."""
+    _check_sizes(mm, eta=eta, eta_dot=eta_dot, theta_dot=theta_dot, theta_ddot=theta_ddot)
     rhs = -mm.b * theta_ddot - (mm.K - theta_dot ** 2 * _A(mm)) @ eta - mm.C @ eta_dot
     return solve(mm.M_ee, rhs)
 
 
 def modal_energy(mm: HubBeamModes, q, v):
-    """T + V (conserved without damping and hub torque)."""
+    """T + V (conserved without damping and hub torque) at q, v (1 + m,), their shapes checked."""
+    _check_sizes(mm, q=q, v=v)
     return 0.5 * v @ modal_mass_matrix(mm, q) @ v + 0.5 * q[1:] @ mm.K @ q[1:]
 
 
 def modal_tip_deflection(mm: HubBeamModes, eta):
-    """w(L) = Σ φ_i(L) η_i (along the hub's y axis)."""
+    """w(L) = Σ φ_i(L) η_i (along the hub's y axis); eta (m,), its shape checked."""
+    _check_sizes(mm, eta=eta)
     return mm.tip_shape @ eta
 
 
 def rotating_frequencies(mm: HubBeamModes, spin_rate=0.0):
     """(m,) bending frequencies (rad/s) of the beam with the hub spinning at a constant rate:
-    (K − Ω² A) φ = ω² M_ee φ (Ω = 0: the clamped cantilever)."""
+    (K − Ω² A) φ = ω² M_ee φ (Ω = 0: the clamped cantilever). `spin_rate` must be a scalar."""
+    _check_sizes(mm, spin_rate=spin_rate)
     L_inv = jnp.linalg.inv(jnp.linalg.cholesky(mm.M_ee))
     stiffness = mm.K - spin_rate ** 2 * _A(mm)
     return jnp.sqrt(jnp.linalg.eigvalsh(L_inv @ stiffness @ L_inv.T))

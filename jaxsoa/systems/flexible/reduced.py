@@ -25,6 +25,7 @@ import numpy as np
 
 from jaxsoa.algorithms.dynamics import crba, nonlinear_effects
 from jaxsoa.algorithms.operators import bias_operator, mass_matrix_operator
+from jaxsoa.multibody.scalars import check_positive_steps
 from jaxsoa.spatial.small_linalg import solve
 from jaxsoa.systems.flexible.rfem import FlexibleModel, elastic_forces
 
@@ -51,13 +52,15 @@ def _slope_basis(n_segments, length, n_modes):
 
 def reduce(fm: FlexibleModel, n_modes, beams):
     """Host builder: `ReducedModel` of `fm` with `n_modes` shapes per bending axis. `beams` is the
-    {link: Beam} dictionary `fm` was built from (same order as `fm.beams`)."""
-    if int(n_modes) != n_modes or n_modes < 1:
-        raise ValueError(f"field 'n_modes' = {n_modes} must be a positive integer")
+    {link: Beam} dictionary `fm` was built from (same order as `fm.beams`). Checks: `n_modes` an int
+    (TypeError for a float such as 2.0) in [1, n_segments] of every beam, each Beam (`Beam.validate`),
+    and that the beams have `fm`'s deformation joints."""
+    n_modes = check_positive_steps("n_modes", n_modes)
     blocks = []
-    for _, beam in sorted(beams.items()):
+    for link, beam in sorted(beams.items()):
+        beam.validate(f"beams[{link}]")
         if n_modes > beam.n_segments:
-            raise ValueError(f"field 'n_modes' = {n_modes} exceeds the beam's n_segments = {beam.n_segments}")
+            raise ValueError(f"argument 'n_modes' = {n_modes} exceeds the beam's n_segments = {beam.n_segments}")
         psi = _slope_basis(beam.n_segments, beam.length, n_modes)
         n_axes = len(beam.bending_axes)
         block = np.zeros((beam.n_segments * n_axes, n_axes * n_modes))
@@ -82,18 +85,32 @@ def reduce(fm: FlexibleModel, n_modes, beams):
     return ReducedModel(fm, jnp.asarray(T, dtype), jnp.asarray(basis, dtype), q_rigid)
 
 
+def _check_reduced(rm: ReducedModel, **states):
+    """Each state of one sample: q_r (rigid nq + n_η,), v_r and tau_r (nv_r,) (ValueError naming it: another
+    length failed deep inside a product, or had its slots clamped)."""
+    sizes = dict(q_r=len(rm.q_rigid) + rm.basis.shape[1])
+    for name, value in states.items():
+        expected = (sizes.get(name, rm.T.shape[1]),)
+        if jnp.shape(value) != expected:
+            raise ValueError(f"argument '{name}' has shape {jnp.shape(value)}, expected {expected}")
+
+
 def expand(rm: ReducedModel, q_r, v_r):
-    """Full (q (nq,), v (nv,)) of the chain from reduced coordinates (q_r = (rigid q, η))."""
+    """Full (q (nq,), v (nv,)) of the chain from reduced coordinates (q_r = (rigid q, η)); the shapes of
+    q_r and v_r are checked. A model with no rigid coordinates (a clamped beam) has q_r = η."""
+    _check_reduced(rm, q_r=q_r, v_r=v_r)
     n_rigid = len(rm.q_rigid)
-    q = jnp.zeros(rm.flexible.model.nq, q_r.dtype).at[np.asarray(rm.q_rigid)].set(q_r[:n_rigid])
-    q = q.at[np.asarray(rm.flexible.q_index)].set(rm.basis @ q_r[n_rigid:])
+    q = jnp.zeros(rm.flexible.model.nq, q_r.dtype).at[np.asarray(rm.q_rigid, np.intp)].set(q_r[:n_rigid])
+    q = q.at[np.asarray(rm.flexible.q_index, np.intp)].set(rm.basis @ q_r[n_rigid:])
     return q, rm.T @ v_r
 
 
 def forward_dynamics_reduced(rm: ReducedModel, q_r, v_r, tau_r, method="recursive"):
-    """v̇_r = (Tᵀ𝓜T)⁻¹ (τ_r − Tᵀ(C − Q_e)); τ_r: rigid joint torques then modal forces. (nv_r,)."""
+    """v̇_r = (Tᵀ𝓜T)⁻¹ (τ_r − Tᵀ(C − Q_e)); τ_r: rigid joint torques then modal forces. (nv_r,).
+    The shapes of q_r, v_r and tau_r are checked."""
     if method not in ("recursive", "dense"):
         raise ValueError(f"method must be 'recursive' or 'dense', got {method!r}")
+    _check_reduced(rm, tau_r=tau_r)
     fm = rm.flexible
     q, v = expand(rm, q_r, v_r)
     if method == "recursive":

@@ -45,7 +45,9 @@ class Beam:
     length L, bending_stiffness EI, mass_per_length ρA, n_segments N (deformation joints per
     bending axis), bending_axes "z" or "yz", damping β (C = β K, Kelvin–Voigt, seconds),
     axial_inertia_per_length ρJ (polar rotary inertia of an axisymmetric section, kg m; 0 for the
-    Euler–Bernoulli line mass)."""
+    Euler–Bernoulli line mass). `validate` (run by every builder that takes a Beam): ValueError naming
+    the field unless L, EI, ρA are finite and > 0, β, ρJ finite and ≥ 0, N ≥ 1 (TypeError when N is not
+    an int: 4.0 is refused) and bending_axes one of `BENDING_AXES`."""
     length: float
     bending_stiffness: float
     mass_per_length: float
@@ -63,8 +65,11 @@ class Beam:
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0):
                 raise ValueError(f"{where}: field '{name}' = {value} must be non-negative and finite")
-        if int(self.n_segments) != self.n_segments or self.n_segments < 1:
-            raise ValueError(f"{where}: field 'n_segments' = {self.n_segments} must be a positive integer")
+        n = self.n_segments
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"{where}: field 'n_segments' = {n!r} must be an int, got {type(n).__name__}")
+        if n < 1:
+            raise ValueError(f"{where}: field 'n_segments' = {n} must be a positive integer")
         if self.bending_axes not in BENDING_AXES:
             raise ValueError(f"{where}: field 'bending_axes' = {self.bending_axes!r} must be 'z' or 'yz'")
 

@@ -23,6 +23,7 @@ import typing
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxsoa.integrators.rollout import rollout_steps
 from jaxsoa.integrators.steps import ode_rk4_step
@@ -40,6 +41,8 @@ from jaxsoa.systems.stewart.geometry import (
     pose_status,
 )
 
+_QUAT_TOL = 1e-6      # |‖quat0‖ − 1| allowed by `simulate` (`jaxsoa.multibody.checks.check_configuration`'s)
+
 
 class GasState(typing.NamedTuple):
     """volume (3,) gas volume behind each gas piston (the shared volume, repeated, for one tank);
@@ -50,7 +53,23 @@ class GasState(typing.NamedTuple):
 
 
 def gas_springs(params: StewartParams, gas_leg_length) -> GasState:
-    """Isothermal gas springs for the gas legs' lengths (3,)."""
+    """Isothermal gas springs for the gas legs' lengths (3,). ValueError naming `gas_leg_length` for
+    another shape and, when the lengths are concrete (not traced), for a length that is not finite and
+    > 0 or that would pull a piston past the end of its barrel (gas column l₁ ≤ 0: no gas volume, the
+    pressure law gives negative or infinite pressures). Traced lengths are not checked."""
+    if jnp.shape(gas_leg_length) != (3,):
+        raise ValueError(f"argument 'gas_leg_length' has shape {jnp.shape(gas_leg_length)}, expected (3,)")
+    shortest = params.leg_length_mid - params.gas_length_mid              # the gas column l₁ is 0 at this length
+    if not any(isinstance(x, jax.core.Tracer) for x in (gas_leg_length, shortest)):
+        length, shortest = np.asarray(gas_leg_length, np.float64), np.asarray(shortest, np.float64)
+        if not (np.all(np.isfinite(length)) and np.all(length > np.maximum(shortest, 0.0))):
+            raise ValueError(f"argument 'gas_leg_length' = {length.tolist()} must be finite, > 0 and longer than "
+                             f"leg_length_mid − gas_length_mid = {shortest.tolist()} (gas left in each barrel)")
+    return _gas_state(params, gas_leg_length)
+
+
+def _gas_state(params: StewartParams, gas_leg_length) -> GasState:
+    """`gas_springs` unchecked: inverse / forward dynamics flag a pose out of stroke rather than raise."""
     column = params.gas_length_mid + gas_leg_length - params.leg_length_mid      # l₁ = l₀ + (l − l_mid)
     area, p_amb = params.piston_area, params.ambient_pressure
     if params.gas_mode == "shared":
@@ -110,7 +129,7 @@ def inverse_dynamics(params: StewartParams, p_world_platform, R_world_platform, 
     flagged in `status` and their force is NaN (the solve uses a safe matrix so gradients stay finite)."""
     J = jacobian(params, p_world_platform, R_world_platform)
     status = pose_status(params, p_world_platform, R_world_platform)
-    gas = gas_springs(params, status.length[N_ELECTRIC:])
+    gas = _gas_state(params, status.length[N_ELECTRIC:])
     rhs = generalized_forces(params, p_world_platform, R_world_platform, u, udot) - J[N_ELECTRIC:].T @ gas.force
     J_safe = jnp.where(status.nonsingular, J[:N_ELECTRIC], jnp.eye(N_ELECTRIC, 6, dtype=J.dtype))
     force = solve(J_safe.T, rhs)
@@ -140,7 +159,7 @@ def forward_dynamics(params: StewartParams, p_world_platform, R_world_platform, 
     M u̇ = J₁₋₆ᵀ F + J₇₋₉ᵀ τ_P − bias. Needs no invertible J₁₋₆."""
     J = jacobian(params, p_world_platform, R_world_platform)
     _, _, length, _ = leg_lengths(params, p_world_platform, R_world_platform)
-    gas = gas_springs(params, length[N_ELECTRIC:])
+    gas = _gas_state(params, length[N_ELECTRIC:])
     mass, bias = task_space_mass_matrix(params, p_world_platform, R_world_platform, u)
     return solve(mass, J[:N_ELECTRIC].T @ force + J[N_ELECTRIC:].T @ gas.force - bias)
 
@@ -210,8 +229,8 @@ def simulate(params: StewartParams, p0, quat0, u0, control, dt, n_steps, *, chec
     The dynamics need no invertible J₁₋₆, so the rollout runs on through a pose out of stroke or
     near a singularity, or goes non-finite; each state's `PoseStatus` comes back with it
     (`PlatformTrajectory.ok` per step, `.first_invalid`: the first bad step, −1 if none). ValueError
-    (TypeError for a non-int `n_steps`) for misshapen p0 / quat0 / u0, a concrete dt that is not finite
-    and positive, or n_steps < 1."""
+    (TypeError for a non-int `n_steps`) for misshapen p0 / quat0 / u0, a concrete quat0 whose norm is not
+    1 within 1e-6 (a zero one gave NaN), a concrete dt that is not finite and positive, or n_steps < 1."""
     def advance(t, state, k):
         p, quat, u = ode_rk4_step(lambda time, x: _state_rate(params, time, x, control), t, state, dt)
         return _PlatformState(p, quat_normalize(quat), u)
@@ -219,6 +238,10 @@ def simulate(params: StewartParams, p0, quat0, u0, control, dt, n_steps, *, chec
     for name, x, size in (("p0", p0, 3), ("quat0", quat0, 4), ("u0", u0, 6)):
         if jnp.shape(x) != (size,):
             raise ValueError(f"argument '{name}' has shape {jnp.shape(x)}, expected {(size,)}")
+    norm = None if isinstance(quat0, jax.core.Tracer) else float(jnp.linalg.norm(quat0))
+    if norm is not None and not abs(norm - 1) <= _QUAT_TOL:
+        raise ValueError(f"argument 'quat0' = {np.asarray(quat0).tolist()} has norm {norm}, expected a unit "
+                         "quaternion (x, y, z, w)")
     states = rollout_steps(advance, _PlatformState(p0, quat0, u0), check_time_step("dt", dt),
                            check_positive_steps("n_steps", n_steps), checkpoint=checkpoint)
     status = jax.vmap(lambda p, quat: pose_status(params, p, quat_to_rotation(quat)))(states.p, states.quat)

@@ -81,10 +81,33 @@ class StewartParams:
     gas_mode: str = dataclasses.field(default="individual", metadata=dict(static=True))
 
 
+def _check_ring(names, radius, short_edge, gas_radius):
+    """ValueError naming the bad dimension unless `radius` and `gas_radius` are finite and > 0 and
+    0 < `short_edge` < √3 `radius` (the semi-regular hexagon's short edges, shorter than the chord of 120°)."""
+    r_name, d_name, rp_name = names
+    for name, r in ((r_name, radius), (rp_name, gas_radius)):
+        if not (np.isfinite(r) and r > 0):
+            raise ValueError(f"argument '{name}' must be a positive radius, got {r}")
+    if not (0 < short_edge < np.sqrt(3) * radius):
+        raise ValueError(f"argument '{d_name}' = {short_edge} must lie in (0, √3 {r_name} = "
+                         f"{np.sqrt(3) * radius:.6g}): a semi-regular hexagon needs short edges shorter than the "
+                         "chord of 120°")
+
+
 def hexapod_points(radius, short_edge, gas_radius, center, gas_phase=np.pi / 3):
-    """(9, 3) joint positions (traceable; `seed_points` validates): six on a circle of `radius`
-    about `center` (3,) forming the semi-regular hexagon with short edge `short_edge`, three gas
-    joints on `gas_radius` at `gas_phase` + k·120°. All in the plane z = center_z."""
+    """(9, 3) joint positions (traceable): six on a circle of `radius` about `center` (3,) forming the
+    semi-regular hexagon with short edge `short_edge`, three gas joints on `gas_radius` at `gas_phase` +
+    k·120°. All in the plane z = center_z. ValueError naming the argument for scalars of another shape, a
+    `center` not (3,), and, when the three dimensions are concrete (not traced), a radius not finite and
+    > 0 or a short edge outside (0, √3 radius) (NaN or a reflected hexagon otherwise)."""
+    for name, value in (("radius", radius), ("short_edge", short_edge), ("gas_radius", gas_radius),
+                        ("gas_phase", gas_phase)):
+        if jnp.ndim(value) != 0:
+            raise ValueError(f"argument '{name}' must be a scalar, got shape {jnp.shape(value)}")
+    if jnp.shape(center) != (3,):
+        raise ValueError(f"argument 'center' has shape {jnp.shape(center)}, expected (3,)")
+    if not any(isinstance(x, jax.core.Tracer) for x in (radius, short_edge, gas_radius)):
+        _check_ring(("radius", "short_edge", "gas_radius"), float(radius), float(short_edge), float(gas_radius))
     half = jnp.arcsin(short_edge / (2 * radius))                       # half-angle of a short edge
     k = jnp.arange(3, dtype=jnp.result_type(half)) * (2 * np.pi / 3)
     angles = jnp.stack([k + half, k + 2 * np.pi / 3 - half], -1).reshape(-1)   # A1, A2, ..., A6
@@ -101,13 +124,7 @@ def seed_points(r_A, d_A, r_PA, r_B, d_B, r_PB, platform_center=(0.0, 0.0, 0.0),
     `platform_center` is the upper circle's centre O_1 in {L} (the control-point offset ᴸw),
     `base_center` the lower circle's centre O in {W} (w_1). ValueError names a bad dimension."""
     for name, r, d, rp in (("A", r_A, d_A, r_PA), ("B", r_B, d_B, r_PB)):
-        if not (np.isfinite(r) and r > 0):
-            raise ValueError(f"r_{name} must be a positive radius, got {r}")
-        if not (np.isfinite(rp) and rp > 0):
-            raise ValueError(f"r_P{name} must be a positive radius, got {rp}")
-        if not (0 < d < np.sqrt(3) * r):
-            raise ValueError(f"d_{name} = {d} must lie in (0, √3 r_{name} = {np.sqrt(3) * r:.6g}): a semi-regular "
-                             f"hexagon needs short edges shorter than the chord of 120°")
+        _check_ring((f"r_{name}", f"d_{name}", f"r_P{name}"), r, d, rp)
     top = hexapod_points(r_A, d_A, r_PA, jnp.asarray(platform_center, default_dtype()), gas_phase)
     bottom = hexapod_points(r_B, d_B, r_PB, jnp.asarray(base_center, default_dtype()), gas_phase)
     return np.asarray(top), np.asarray(bottom)
