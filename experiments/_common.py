@@ -104,7 +104,8 @@ def run_command(run, doc, argv, out, *options, out_help="folder for plots and ta
     ``(flag, kwargs)`` passed to `add_argument` as they are. --out is created and checked writable
     before any work (`check_out`). ``record=(file name, settings(*values) -> dict)``: the command keeps a
     `Record` in --out; ``--overwrite`` is added, other settings in --out exit 2 (`open_record`) and `run`
-    gets ``overwrite=``. Returns `exit_status` of the result."""
+    gets ``overwrite=``; a `SettingsMismatchError` that `run` raises (a checkpoint of other settings
+    in --out, `experiments._checkpoint`) exits 2 the same way. Returns `exit_status` of the result."""
     parser = command_parser(doc, out, out_help)
     for flag, *spec in options:
         if len(spec) == 1:
@@ -122,7 +123,11 @@ def run_command(run, doc, argv, out, *options, out_help="folder for plots and ta
         name, settings = record
         open_record(parser, folder / name, settings(*values), args["overwrite"])
         kwargs["overwrite"] = args["overwrite"]
-    return exit_status(run(pathlib.Path(args["out"]), *values, **kwargs), parser.prog)
+    try:
+        result = run(pathlib.Path(args["out"]), *values, **kwargs)
+    except SettingsMismatchError as error:
+        parser.error(f"argument --out: {error}")
+    return exit_status(result, parser.prog)
 
 
 def _numbers(result):
@@ -173,7 +178,7 @@ class LineProgress:
     """What `progress` gives when stderr is not a terminal (a captured log, a pipe): the tqdm calls the
     commands use (iteration, ``with``, ``update``, ``n``, ``close``) printing one line
     ``desc: n/total (p %), elapsed s, ETA s`` at most every `every` seconds, and one at the end when any
-    was printed, so a long run shows it is alive without flooding the log."""
+    was printed and the count moved since the last, so a long run shows it is alive without flooding the log."""
 
     def __init__(self, iterable=None, total=None, desc="", every=PROGRESS_EVERY, stream=None, unit="it", **_):
         self.iterable, self.desc, self.every, self.unit = iterable, desc, every, unit
@@ -181,6 +186,7 @@ class LineProgress:
         self.stream, self.n = stream or sys.stderr, 0
         self.start = self.last = time.monotonic()
         self.printed = self.closed = False
+        self.printed_n = None                   # the count last printed: the closing line is not a repeat
 
     def line(self) -> str:
         """The progress line now."""
@@ -196,10 +202,10 @@ class LineProgress:
         now = time.monotonic()
         if now - self.last >= self.every:
             print(self.line(), file=self.stream, flush=True)
-            self.last, self.printed = now, True
+            self.last, self.printed, self.printed_n = now, True, self.n
 
     def close(self):
-        if self.printed and not self.closed:
+        if self.printed and not self.closed and self.n != self.printed_n:
             print(self.line(), file=self.stream, flush=True)
         self.closed = True
 
@@ -446,3 +452,5 @@ def interruptible(saved: str):
 
 RESUME_NOTE = "the finished parts are saved in --out; run the same command again to resume"
 NO_RESUME_NOTE = "nothing of this run was written; the previous files in --out are intact"
+BENCH_NOTE = ("nothing of this run was written (a benchmark writes its JSON whole, once, at the end); "
+              "the previous JSON file is intact")

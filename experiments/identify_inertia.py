@@ -35,11 +35,15 @@ options but --systems) and each system's rows and curves as soon as that system 
 with the same settings skips the systems already done (it prints which) and gives the same tables and
 plots as an uninterrupted run; an --out holding results of other settings is refused (exit 2, naming
 the settings that differ) unless --overwrite is given. Ctrl-C exits 130 keeping the finished systems.
-When stderr is not a terminal, a progress line is printed every 30 s.
+When stderr is not a terminal, a progress line is printed every 30 s. Each system prints a line as
+it starts, one when its data are simulated and least squares fitted, one after each stage of the
+log-Cholesky fit (its steps, seconds, last loss: the stages run as separate compiled calls, giving the
+same fit as one), and one when it is done, with its time.
 """
 
 import functools
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -143,8 +147,33 @@ def stacked_regressor(model, q, v, a):
     return np.asarray(Y).reshape(-1, Y.shape[-1])
 
 
-def identify_system(name, seed, duration, stride, amplitude, noise, prior_sigma, steps):
-    """Simulate, fit by OLS / WLS / GD, evaluate; returns (rows, curves for the plots)."""
+_fit = jax.jit(identify.fit_log_cholesky, static_argnames=("adam_steps", "lbfgs_steps", "gauss_newton_steps"))
+STAGES = (("adam_steps", "Adam"), ("lbfgs_steps", "L-BFGS"), ("gauss_newton_steps", "Levenberg–Marquardt"))
+
+
+def staged_fit(phi0, Y, target, weights, steps, say=lambda text: None):
+    """`identify.fit_log_cholesky` one stage at a time (Adam, L-BFGS, Levenberg–Marquardt; a stage of 0
+    steps is skipped), calling ``say(text)`` after each with its steps, seconds and last loss: the same
+    fit as one call, since each stage starts afresh from the φ the previous one reached (its optimiser
+    state is its own); one compiled program per stage instead of one for all. Returns `identify.Fit`."""
+    phi, losses = phi0, []
+    for key, label in STAGES:
+        if not steps[key]:
+            continue
+        start = time.perf_counter()
+        result = jax.block_until_ready(_fit(phi, Y, target, weights, **{k: steps[k] if k == key else 0
+                                                                         for k, _ in STAGES}))
+        phi, last = result.phi, float(result.losses[-1])
+        losses.append(result.losses)
+        say(f"{label}: {steps[key]} steps in {time.perf_counter() - start:.1f} s (compile included), "
+            f"loss {last:.3g} before the last step")
+    return identify.Fit(phi, jnp.concatenate(losses) if losses else jnp.zeros(0, phi0.dtype))
+
+
+def identify_system(name, seed, duration, stride, amplitude, noise, prior_sigma, steps, say=lambda text: None):
+    """Simulate, fit by OLS / WLS / GD, evaluate; returns (rows, curves for the plots). ``say(text)``
+    reports each stage as it ends (the simulation and least squares, each stage of the GD fit)."""
+    start = time.perf_counter()
     model = SYSTEMS[name]()
     rng = np.random.default_rng(seed)
     theta_true = np.asarray(regressor.inertial_parameters(model)).reshape(-1)
@@ -163,8 +192,9 @@ def identify_system(name, seed, duration, stride, amplitude, noise, prior_sigma,
     beta_wls = np.asarray(identify.least_squares(Y_base, target, weights))
     phi_true = identify.log_cholesky_from_parameters(jnp.asarray(theta_true.reshape(-1, 10)))
     phi0 = phi_true + prior_sigma * jnp.asarray(rng.standard_normal(phi_true.shape))
-    fit = jax.jit(identify.fit_log_cholesky, static_argnames=("adam_steps", "lbfgs_steps", "gauss_newton_steps"))
-    result = fit(phi0, jnp.asarray(Y), jnp.asarray(target), jnp.asarray(weights), **steps)
+    say(f"simulated {q.shape[0]} samples, OLS and WLS fitted ({time.perf_counter() - start:.1f} s); "
+        "log-Cholesky fit:")
+    result = staged_fit(phi0, jnp.asarray(Y), jnp.asarray(target), jnp.asarray(weights), steps, say)
     theta_gd = np.asarray(identify.parameters_from_log_cholesky(result.phi)).reshape(-1)
     theta_prior = np.asarray(identify.parameters_from_log_cholesky(phi0)).reshape(-1)
 
@@ -264,10 +294,16 @@ def run(out_dir, systems=tuple(SYSTEMS), duration=20.0, stride=5, amplitude=1.0,
                     overwrite, summary=lambda items: {"rows": [r for n in SYSTEMS if n in items
                                                                for r in items[n]["rows"]]})
     report_resume("identify", [n for n in systems if record.done(n)], len(systems))
-    for name in progress([n for n in systems if not record.done(n)], desc="identify", unit="system"):
-        system_rows, curves = identify_system(name, seed, duration, stride, amplitude, noise, prior_sigma, steps)
+    todo = [n for n in systems if not record.done(n)]
+    for k, name in enumerate(progress(todo, desc="identify", unit="system")):
+        start = time.perf_counter()
+        print(f"identify {name} ({k + 1} of {len(todo)}): simulating {duration:g} s, then OLS, WLS and the "
+              "log-Cholesky fit", flush=True)
+        system_rows, curves = identify_system(name, seed, duration, stride, amplitude, noise, prior_sigma, steps,
+                                              say=lambda text, name=name: print(f"identify {name}: {text}",
+                                                                                flush=True))
         record.add(name, {"rows": system_rows, "curves": curves})
-        print(f"identify {name}: done, saved in {RECORD}", flush=True)
+        print(f"identify {name}: done in {time.perf_counter() - start:.1f} s, saved in {RECORD}", flush=True)
     rows = [r for name in systems for r in record.items[name]["rows"]]
     plot(out, {name: record.items[name]["curves"] for name in systems})
     text = table(rows)

@@ -28,17 +28,21 @@ rollout — and the hub attitude reached is compared with the kinematic predicti
 Writes trajopt.png (hub attitude deviation and joint angles, naive vs optimised; loss curve),
 trajopt.json and prints a table.
 
-Saving and reruns: trajopt.png and trajopt.json are written atomically, once the optimisation is done
-(an interrupted run writes nothing and leaves the previous files intact). trajopt.json records every
-setting (iters, harmonics, steps, duration, lr); an --out whose trajopt.json holds other settings is
-refused (exit 2, naming the settings that differ) unless --overwrite is given; the same settings are
-recomputed and replaced. When stderr is not a terminal, a progress line is printed every 30 s.
+Saving and reruns: trajopt.png and trajopt.json are written atomically, once the optimisation is done.
+The optimisation is checkpointed to trajopt.checkpoint.npz in --out (coefficients, Adam's state, the
+iteration count, the loss history; atomically, every 10 iterations, at the last one and at Ctrl-C,
+which exits 130): a rerun with the same settings resumes from the iteration saved (it prints which) and
+ends with the same result as an uninterrupted run; the checkpoint is removed once trajopt.json is
+written. trajopt.json and the checkpoint record every setting (iters, harmonics, steps, duration, lr)
+and the sources' fingerprint; an --out holding either of other settings is refused (exit 2, naming the
+settings that differ) unless --overwrite is given (a checkpoint of the same settings is resumed even
+then); a finished run's settings are recomputed and replaced. When stderr is not a terminal, a
+progress line is printed every 30 s.
 """
 
 import dataclasses
 import pathlib
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -47,10 +51,11 @@ import numpy as np
 import optax
 
 import jaxsoa
+from experiments._checkpoint import CHECKPOINT_EVERY, Checkpoint, checkpoint_note, descend
 from experiments._common import (
-    NO_RESUME_NOTE,
     OneLineParser,
     Record,
+    SettingsMismatchError,
     add_overwrite,
     check_out,
     command_parser,
@@ -64,7 +69,6 @@ from experiments._common import (
     save_figure,
     write_json,
 )
-from experiments._common import progress as progress_bar
 from jaxsoa.algorithms.free_floating import base_and_joint_dofs, hub_response, rnea_free_floating
 from jaxsoa.spatial.rotation import log_so3, quat_to_rotation
 from sims import space_arm_7dof as arm
@@ -150,23 +154,16 @@ def dynamic_replay(model, problem, coeffs):
     return jax.vmap(lambda quat: jnp.linalg.norm(log_so3(R0.T @ quat_to_rotation(quat))))(qs[:, 3:7]), qs
 
 
-def optimise(model, problem, iters, lr, progress=True):
-    """Adam on the coefficients from zero (the naive trajectory); returns (coeffs, loss history, seconds)."""
+def optimise(model, problem, iters, lr, progress=True, checkpoint=None, every=CHECKPOINT_EVERY):
+    """Adam on the coefficients from zero (the naive trajectory), or from the iteration saved in `checkpoint`
+    (`experiments._checkpoint.descend`); returns (coeffs, loss history, seconds)."""
     value_and_grad = jax.jit(jax.value_and_grad(lambda c: loss_fn(model, problem, c)))
-    optimizer = optax.adam(lr)
     coeffs = jnp.zeros((7, problem.harmonics), model.joint_axis.dtype)
-    state = optimizer.init(coeffs)
-    losses, start = [], time.perf_counter()
-    for _ in progress_bar(range(iters), progress, desc="trajopt"):
-        loss, grad = value_and_grad(coeffs)
-        updates, state = optimizer.update(grad, state)
-        coeffs = optax.apply_updates(coeffs, updates)
-        losses.append(float(loss))
-    losses.append(float(value_and_grad(coeffs)[0]))
-    return coeffs, np.array(losses), time.perf_counter() - start
+    return descend(value_and_grad, coeffs, optax.adam(lr), iters, checkpoint, every, "trajopt", progress)
 
 
 RECORD = "trajopt.json"
+CHECKPOINT = "trajopt.checkpoint.npz"
 
 
 def settings(iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02):
@@ -174,15 +171,18 @@ def settings(iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02):
     return dict(iters=iters, harmonics=harmonics, steps=steps, duration=duration, lr=lr)
 
 
-def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progress=True, overwrite=False):
-    """Optimise, replay both trajectories through the dynamics, plot; returns the table rows. Refuses
-    an `out_dir` holding results of other settings unless `overwrite` (module doc)."""
+def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progress=True, overwrite=False,
+        checkpoint_every=CHECKPOINT_EVERY):
+    """Optimise (resuming from the checkpoint in `out_dir` of the same settings), replay both trajectories
+    through the dynamics, plot; returns the table rows. Refuses an `out_dir` holding results or a
+    checkpoint of other settings unless `overwrite` (module doc)."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    Record(out_dir / RECORD, settings(iters, harmonics, steps, duration, lr), overwrite)
+    record = Record(out_dir / RECORD, settings(iters, harmonics, steps, duration, lr), overwrite)
+    checkpoint = Checkpoint(out_dir / CHECKPOINT, record.settings, overwrite)
     model = arm.build(floating=True)
     problem = Problem(duration=duration, steps=steps, harmonics=harmonics)
-    coeffs, losses, seconds = optimise(model, problem, iters, lr, progress)
+    coeffs, losses, seconds = optimise(model, problem, iters, lr, progress, checkpoint, checkpoint_every)
     plans = {"naive": jnp.zeros_like(coeffs), "optimised": coeffs}
     rollout = jax.jit(lambda c: attitude_rollout(model, problem, c)[0])
     replay = jax.jit(lambda c: dynamic_replay(model, problem, c)[0])
@@ -209,10 +209,11 @@ def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progr
     fig.tight_layout()
     save_figure(fig, out_dir / "trajopt.png", dpi=120)
     plt.close(fig)
-    summary = {"settings": settings(iters, harmonics, steps, duration, lr), "rows": rows, "iters": iters,
+    summary = {"settings": record.settings, "rows": rows, "iters": iters,
                "seconds": seconds, "harmonics": harmonics, "steps": steps, "duration": duration, "lr": lr,
                "loss_curve": losses.tolist()}
     write_json(out_dir / RECORD, summary)
+    checkpoint.remove()                                  # the results are written: nothing left to resume
     print(markdown_table(("plan", "final hub deviation [deg]", "max [deg]", "loss",
                           "replayed through the dynamics: final [deg]", "max |replay − plan| [deg]"),
                          ((r["plan"], f"{r['final_deg']:.4g}", f"{r['max_deg']:.4g}", f"{r['loss']:.3g}",
@@ -221,7 +222,7 @@ def run(out_dir, iters=150, harmonics=3, steps=200, duration=4.0, lr=0.02, progr
     return rows
 
 
-@interruptible(NO_RESUME_NOTE)
+@interruptible(checkpoint_note(CHECKPOINT))
 def main(argv=None):
     pre = OneLineParser(add_help=False)
     pre.add_argument("--problem", default="arm")          # checked against its choices by the full parser
@@ -245,8 +246,11 @@ def main(argv=None):
     open_record(parser, out / RECORD, settings(args.iters, args.harmonics, args.steps, args.duration, args.lr),
                 args.overwrite)
     jax.config.update("jax_enable_x64", True)
-    return exit_status(run(args.out, args.iters, args.harmonics, args.steps, args.duration, args.lr,
-                           overwrite=args.overwrite), parser.prog)
+    try:
+        rows = run(args.out, args.iters, args.harmonics, args.steps, args.duration, args.lr, overwrite=args.overwrite)
+    except SettingsMismatchError as error:                # a checkpoint of other settings in --out
+        parser.error(f"argument --out: {error}")
+    return exit_status(rows, parser.prog)
 
 
 if __name__ == "__main__":

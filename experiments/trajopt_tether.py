@@ -38,17 +38,20 @@ rollout, optax's Adam.
 Writes trajopt_tether.png (length, in-plane and out-of-plane libration and tension vs time, naive vs
 optimised; loss curve), trajopt_tether.json and prints a table.
 
-Saving and reruns: both files are written atomically once the optimisation is done (an interrupted
-run writes nothing and leaves the previous files intact). trajopt_tether.json records every setting;
-an --out whose trajopt_tether.json holds other settings is refused (exit 2, naming the settings that
-differ) unless --overwrite is given; the same settings are recomputed and replaced. When stderr is
-not a terminal, a progress line is printed every 30 s.
+Saving and reruns: both files are written atomically once the optimisation is done. The optimisation
+is checkpointed to trajopt_tether.checkpoint.npz in --out (coefficients, Adam's state, the iteration
+count, the loss history; atomically, every 10 iterations, at the last one and at Ctrl-C, which exits
+130): a rerun with the same settings resumes from the iteration saved (it prints which) and ends with
+the same result as an uninterrupted run; the checkpoint is removed once trajopt_tether.json is written.
+trajopt_tether.json and the checkpoint record every setting and the sources' fingerprint; an --out
+holding either of other settings is refused (exit 2, naming the settings that differ) unless
+--overwrite is given (a checkpoint of the same settings is resumed even then); a finished run's
+settings are recomputed and replaced. When stderr is not a terminal, a progress line is printed every 30 s.
 """
 
 import dataclasses
 import pathlib
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -56,8 +59,8 @@ import matplotlib
 import numpy as np
 import optax
 
+from experiments._checkpoint import CHECKPOINT_EVERY, Checkpoint, checkpoint_note, descend
 from experiments._common import (
-    NO_RESUME_NOTE,
     Record,
     interruptible,
     markdown_table,
@@ -65,7 +68,6 @@ from experiments._common import (
     save_figure,
     write_json,
 )
-from experiments._common import progress as progress_bar
 from jaxsoa.systems import orbit as orb
 from jaxsoa.systems.tether.coupling import rk4_step_dumbbell
 from jaxsoa.systems.tether.fem import element_strain, element_tension, straight_state, tether_params
@@ -215,23 +217,21 @@ def loss_fn(problem: Problem, coeffs, times):
     return objective(problem, coeffs, lib), history
 
 
-def optimise(problem: Problem, times, iters, lr, progress=True):
-    """Adam on the coefficients from zero (the naive law); returns (coeffs, loss history (iters + 1,), seconds)."""
+def optimise(problem: Problem, times, iters, lr, progress=True, checkpoint=None, every=CHECKPOINT_EVERY):
+    """Adam on the coefficients from zero (the naive law), or from the iteration saved in `checkpoint`
+    (`experiments._checkpoint.descend`); returns (coeffs, loss history (iters + 1,), seconds)."""
     value_and_grad = jax.jit(jax.value_and_grad(lambda c, ts: loss_fn(problem, c, ts), has_aux=True))
-    optimizer = optax.adam(lr)
-    coeffs = jnp.zeros(problem.harmonics, jnp.float64)
-    state = optimizer.init(coeffs)
-    losses, start = [], time.perf_counter()
-    for _ in progress_bar(range(iters), progress, desc="trajopt_tether"):
+
+    def loss_and_grad(coeffs):
         (loss, _), grad = value_and_grad(coeffs, times)
-        updates, state = optimizer.update(grad, state)
-        coeffs = optax.apply_updates(coeffs, updates)
-        losses.append(float(loss))
-    losses.append(float(value_and_grad(coeffs, times)[0][0]))
-    return coeffs, np.array(losses), time.perf_counter() - start
+        return loss, grad
+
+    coeffs = jnp.zeros(problem.harmonics, jnp.float64)
+    return descend(loss_and_grad, coeffs, optax.adam(lr), iters, checkpoint, every, "trajopt_tether", progress)
 
 
 RECORD = "trajopt_tether.json"
+CHECKPOINT = "trajopt_tether.checkpoint.npz"
 
 
 def settings(iters=60, harmonics=6, orbits=1.0, lr=0.02, l_start=1000.0, l_end=400.0):
@@ -240,15 +240,17 @@ def settings(iters=60, harmonics=6, orbits=1.0, lr=0.02, l_start=1000.0, l_end=4
 
 
 def run(out_dir, iters=60, harmonics=6, orbits=1.0, lr=0.02, l_start=1000.0, l_end=400.0, progress=True,
-        overwrite=False):
-    """Optimise, roll out both laws, plot; returns the table rows (one per law). Refuses an `out_dir`
-    holding results of other settings unless `overwrite` (module doc)."""
+        overwrite=False, checkpoint_every=CHECKPOINT_EVERY):
+    """Optimise (resuming from the checkpoint in `out_dir` of the same settings), roll out both laws, plot;
+    returns the table rows (one per law). Refuses an `out_dir` holding results or a checkpoint of other
+    settings unless `overwrite` (module doc)."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    Record(out_dir / RECORD, settings(iters, harmonics, orbits, lr, l_start, l_end), overwrite)
+    record = Record(out_dir / RECORD, settings(iters, harmonics, orbits, lr, l_start, l_end), overwrite)
+    checkpoint = Checkpoint(out_dir / CHECKPOINT, record.settings, overwrite)
     problem = Problem(l_start=l_start, l_end=l_end, orbits=orbits, harmonics=harmonics)
     times = jnp.asarray(time_grid(problem))
-    coeffs, losses, seconds = optimise(problem, times, iters, lr, progress)
+    coeffs, losses, seconds = optimise(problem, times, iters, lr, progress, checkpoint, checkpoint_every)
     simulate = jax.jit(lambda c: rollout(problem, c, times))
     rows, curves = [], {}
     dt = np.diff(np.asarray(times))
@@ -267,10 +269,11 @@ def run(out_dir, iters=60, harmonics=6, orbits=1.0, lr=0.02, l_start=1000.0, l_e
                      "final_length_error_m": float(history["l"][-1] - l_end), "max_omega_dt": float(omega_dt.max()),
                      "loss": float(objective(problem, c, lib))})
     plot(out_dir / "trajopt_tether.png", curves, losses, seconds)
-    summary = {"settings": settings(iters, harmonics, orbits, lr, l_start, l_end), "rows": rows,
+    summary = {"settings": record.settings, "rows": rows,
                "coeffs": np.asarray(coeffs).tolist(), "iters": iters, "seconds": seconds,
                "steps": len(dt), "problem": dataclasses.asdict(problem), "loss_curve": losses.tolist()}
     write_json(out_dir / RECORD, summary)
+    checkpoint.remove()                                  # the results are written: nothing left to resume
     print(markdown_table(("law", "final amplitude [deg]", "θ [deg]", "φ [deg]", "θ̇/n", "φ̇/n", "max |θ| [deg]",
                           "tension min / max [N]", "l(T) − l₁ [m]", "max ω dt"),
                          ((r["law"], f"{r['final_amplitude_deg']:.3g}", f"{r['theta_deg']:.3g}", f"{r['phi_deg']:.3g}",
@@ -303,7 +306,7 @@ def plot(path, curves, losses, seconds):
     plt.close(fig)
 
 
-@interruptible(NO_RESUME_NOTE)
+@interruptible(checkpoint_note(CHECKPOINT))
 def main(argv=None):
     jax.config.update("jax_enable_x64", True)
     return run_command(run, __doc__, argv, "outputs/trajopt_tether", ("--iters", 60, "Adam iterations"),

@@ -18,6 +18,8 @@ Compile times are also in every part's records. Each part runs in its own proces
 `--xla_cpu_use_fusion_emitters=false`; bench_core measures both settings) and writes its JSON under --results; the suite
 then prints and writes `suite.md` and `suite.json`: one row per target, measured value, target, met or not.
 `--quick` runs every part as a smoke test (small batches; the ratios are then not meaningful).
+Ctrl-C exits 130 with one line, in the suite and in every part: a part writes its JSON whole, once, at its
+end, so an interrupted part leaves its previous JSON intact and the finished parts' files are kept.
 """
 
 import argparse
@@ -28,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments._common import EXIT_INTERRUPTED, OneLineParser, check_out, write_text
+from experiments._common import EXIT_INTERRUPTED, OneLineParser, check_out, interruptible, write_text
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
@@ -125,6 +127,11 @@ def target_rows(results):
     return rows
 
 
+SUITE_NOTE = ("the finished parts' JSON files are kept in --results (each written whole, so none is half-written); "
+              "rerun with --only for the others")
+
+
+@interruptible(SUITE_NOTE)
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     prog = None if sys.argv[0].startswith("python -m experiments ") else "python -m experiments.benchmarks"

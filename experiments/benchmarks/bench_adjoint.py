@@ -48,7 +48,15 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import OneLineParser, comma_list, nonnegative_int, positive_float, positive_int
+from experiments._common import (
+    BENCH_NOTE,
+    OneLineParser,
+    comma_list,
+    interruptible,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 from experiments.benchmarks import bench_common as bc
 from jaxsoa.algorithms.dynamics import aba_autodiff
 from sims import space_arm_7dof
@@ -290,6 +298,7 @@ def warm_up(model):
         jax.jit(fn).lower(*args)
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     opts = parse_args(argv)
     jax.config.update("jax_enable_x64", opts.dtype == "float64")
@@ -326,7 +335,7 @@ def main(argv=None):
           f"{opts.steps} steps, wrt {opts.wrt}, checkpoint {opts.checkpoint}, {jax.devices()[0]}, "
           f"load {os.getloadavg()[0]:.1f}\n\n{table}")
     bc.finish("bench_adjoint", start, opts.out, {"records": records, "table": table})
-    return records
+    return 0
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._common import OneLineParser, positive_float, positive_int, progress
+from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_float, positive_int, progress
 from experiments.benchmarks import bench_common as bc
 from experiments.benchmarks.robot_models import ROBOT_NAMES, jaxsoa_model, pinocchio_model, robot_inputs
 
@@ -289,6 +289,7 @@ def run(opts):
     return records
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     start = time.perf_counter()
     opts = parse_args(argv)

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments._common import OneLineParser, positive_int, progress
+from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_int, progress
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
@@ -121,6 +121,7 @@ def _run_worker(name, opts, cache):
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     opts = parse_args(argv)
     if opts.worker:
@@ -145,4 +146,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -19,7 +19,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments._common import OneLineParser, comma_list, positive_float, positive_int, progress
+from experiments._common import (
+    BENCH_NOTE,
+    OneLineParser,
+    comma_list,
+    interruptible,
+    positive_float,
+    positive_int,
+    progress,
+)
 from experiments.benchmarks import bench_common as bc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,6 +185,7 @@ def variant_summary(records, best):
     return bc.md_table(["variant", "setting", "× fastest (geomean)", "cases"], rows)
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:

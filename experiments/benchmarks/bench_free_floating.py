@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._common import OneLineParser, positive_float, positive_int
+from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_float, positive_int
 from experiments.benchmarks import bench_common as bc
 from experiments.benchmarks.bench_batch_last import _dtypes, _pinocchio_cases, _positive_ints, interleaved
 
@@ -114,6 +114,7 @@ def run(opts):
     return records
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     start = time.perf_counter()
     opts = parse_args(argv)

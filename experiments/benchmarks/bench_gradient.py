@@ -28,13 +28,36 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import OneLineParser, comma_list, positive_float, positive_int, progress
+from experiments._common import (
+    BENCH_NOTE,
+    OneLineParser,
+    comma_list,
+    interruptible,
+    one_of,
+    positive_float,
+    positive_int,
+    progress,
+)
 from experiments.benchmarks import bench_common as bc
 from sims import space_arm_7dof
 
 RESULTS = Path(__file__).parent / "results"
 DT = 0.01
 QUICK = dict(steps=10, batch=8, repeats=3, target_s=0.02, out=RESULTS / "bench_gradient_quick.json")
+SYSTEMS = ("panda", "space_arm_free")
+# the ready-made policies of jax.checkpoint_policies (the others, e.g. save_only_these_names, build a policy from
+# arguments a flag cannot give)
+POLICIES = tuple(name for name in ("nothing_saveable", "everything_saveable", "dots_saveable", "checkpoint_dots",
+                                   "dots_with_no_batch_dims_saveable", "checkpoint_dots_with_no_batch_dims")
+                 if hasattr(jax.checkpoint_policies, name))
+CHECKPOINTS = ("off", "step", *POLICIES)
+
+
+def unroll_type(text):
+    """An argparse type for --unroll: 'full' or an integer ≥ 1, kept as its text (as recorded)."""
+    if text != "full":
+        positive_int(text)
+    return text
 
 
 def parse_args(argv=None):
@@ -45,14 +68,13 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--repeats", type=positive_int, default=5, help="timed rounds per case (the median is reported)")
     p.add_argument("--target-s", type=positive_float, default=0.2, help="approximate duration of one timed round")
-    p.add_argument("--checkpoints", type=lambda s: tuple(x for x in s.split(",") if x),
-                   default=("off", "step", "nothing_saveable"),
-                   help="comma-separated: off, step, or names of jax.checkpoint_policies "
-                        "(default off,step,nothing_saveable)")
-    p.add_argument("--unroll", default="1", help="links per scan iteration in ABA's traversal: an integer or "
-                                                 "'full' (default 1)")
-    p.add_argument("--systems", type=comma_list(),
-                   default=("panda", "space_arm_free"), help="comma-separated (default panda,space_arm_free)")
+    p.add_argument("--checkpoints", type=comma_list(one_of(CHECKPOINTS)), default=("off", "step", "nothing_saveable"),
+                   help=f"comma-separated, each one of: {', '.join(CHECKPOINTS)} (off, step, or a policy of "
+                        "jax.checkpoint_policies; default off,step,nothing_saveable)")
+    p.add_argument("--unroll", type=unroll_type, default="1",
+                   help="links per scan iteration in ABA's traversal: an integer ≥ 1 or 'full' (default 1)")
+    p.add_argument("--systems", type=comma_list(one_of(SYSTEMS)),
+                   default=SYSTEMS, help=f"comma-separated, of {', '.join(SYSTEMS)} (default all)")
     p.add_argument("--quick", action="store_true", help="smoke test (< 1 min): 10 steps, batch 8")
     p.add_argument("--out", type=Path, default=RESULTS / "bench_gradient.json", help="JSON output")
     if "--quick" in argv:
@@ -103,6 +125,7 @@ def timed(fn, args, opts):
             "temp_bytes_per_sample": None if temp is None else temp / opts.batch, **res}
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     opts = parse_args(argv)
     jax.config.update("jax_enable_x64", opts.dtype == "float64")
@@ -133,7 +156,7 @@ def main(argv=None):
     print(f"# bench_gradient: {opts.steps} RK4 steps, batch {opts.batch}, {opts.dtype}, unroll {opts.unroll}, "
           f"{jax.devices()[0]}\n\n{table}")
     bc.finish("bench_gradient", start, opts.out, {"records": records, "table": table})
-    return records
+    return 0
 
 
 if __name__ == "__main__":

@@ -34,7 +34,15 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._common import OneLineParser, comma_list, one_of, positive_float, positive_int
+from experiments._common import (
+    BENCH_NOTE,
+    OneLineParser,
+    comma_list,
+    interruptible,
+    one_of,
+    positive_float,
+    positive_int,
+)
 from experiments.benchmarks import bench_common as bc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -243,6 +251,7 @@ HEADERS = ["algo", "dtype", "batch", "µs/sample jaxsoa", "µs/sample jaxsim", "
            "max err jaxsoa vs pin", "max err jaxsim vs pin", "max |jaxsoa − jaxsim|"]
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:

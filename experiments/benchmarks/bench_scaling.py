@@ -22,7 +22,16 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxsoa
-from experiments._common import OneLineParser, comma_list, nonnegative_int, positive_float, positive_int, progress
+from experiments._common import (
+    BENCH_NOTE,
+    OneLineParser,
+    comma_list,
+    interruptible,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    progress,
+)
 from experiments.benchmarks import bench_common as bc
 from experiments.benchmarks.bench_topology import random_model, random_parent
 
@@ -81,6 +90,7 @@ def fitted_slope(records, shape, algo, fit_from):
     return float(np.polyfit(n, t, 1)[0])
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     opts = parse_args(argv)
     jax.config.update("jax_enable_x64", opts.dtype == "float64")
@@ -107,7 +117,7 @@ def main(argv=None):
           f"fitted slope of log(µs/sample) vs log(n), n ≥ {opts.fit_from}:\n\n"
           f"{bc.md_table(['shape algo', 'slope'], slope_rows)}")
     bc.finish("bench_scaling", start, opts.out, {"slopes": slopes, "records": records, "table": table})
-    return {"slopes": slopes, "records": records}
+    return 0
 
 
 if __name__ == "__main__":

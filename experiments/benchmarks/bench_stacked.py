@@ -30,7 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._common import OneLineParser, nonnegative_int, positive_float, positive_int, progress
+from experiments._common import (
+    BENCH_NOTE,
+    OneLineParser,
+    interruptible,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    progress,
+)
 from experiments.benchmarks.bench_batch_last import interleaved
 
 RESULTS = Path(__file__).parent / "results"
@@ -150,6 +158,7 @@ def crossover(records):
     return out
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     start = time.perf_counter()
     opts = parse_args(argv)

@@ -19,7 +19,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments._common import OneLineParser, comma_list, one_of, positive_float, positive_int, progress
+from experiments._common import (
+    BENCH_NOTE,
+    OneLineParser,
+    comma_list,
+    interruptible,
+    one_of,
+    positive_float,
+    positive_int,
+    progress,
+)
 from experiments.benchmarks import bench_common as bc
 from jaxsoa.spatial.rotation import exp_so3
 from jaxsoa.systems.stewart import dynamics as sd
@@ -58,6 +67,7 @@ def cast(tree, dtype):
                                   else x, tree)
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     opts = parse_args(argv)
     jax.config.update("jax_enable_x64", True)            # float64 reference; float32 cases cast explicitly
@@ -82,7 +92,7 @@ def main(argv=None):
                           r["invalid_fraction"], r["rel_err_vs_f64"]] for r in records])
     print(f"# bench_stewart: {jax.devices()[0]}\n\n{table}")
     bc.finish("bench_stewart", start, opts.out, {"records": records, "table": table})
-    return records
+    return 0
 
 
 if __name__ == "__main__":

@@ -23,7 +23,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments._common import OneLineParser, comma_list, positive_float, positive_int, progress
+from experiments._common import (
+    BENCH_NOTE,
+    OneLineParser,
+    comma_list,
+    interruptible,
+    positive_float,
+    positive_int,
+    progress,
+)
 from experiments.benchmarks import bench_common as bc
 from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.systems.tether.fem import straight_state, tether_params
@@ -101,6 +109,7 @@ def run(opts):
     return records
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     opts = parse_args(argv)
     if opts.dtype == "float64":
@@ -122,7 +131,7 @@ def main(argv=None):
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     bc.write_json(opts.out, {"meta": meta, "records": records})
     print(f"\nwrote {opts.out}")
-    return records
+    return 0
 
 
 if __name__ == "__main__":

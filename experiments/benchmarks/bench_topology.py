@@ -26,8 +26,10 @@ import numpy as np
 
 import jaxsoa
 from experiments._common import (
+    BENCH_NOTE,
     OneLineParser,
     comma_list,
+    interruptible,
     nonnegative_int,
     one_of,
     positive_float,
@@ -229,6 +231,7 @@ def tables(records, summary):
     return "\n".join(out)
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     opts = parse_args(argv)
     jax.config.update("jax_enable_x64", True)          # float64 models; float32 models stay float32

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments._common import OneLineParser, positive_int
+from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_int
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -96,6 +96,7 @@ def methods(fn, batch, opts, folder: Path, client=None) -> dict:
     return out
 
 
+@interruptible(BENCH_NOTE)
 def main(argv=None):
     opts = parse_args(argv)
     start = time.perf_counter()
