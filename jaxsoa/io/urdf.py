@@ -10,8 +10,13 @@
 * Joint axes are normalised (the URDF spec asks for unit axes; Pinocchio normalises too); a
   zero axis raises `ValueError` naming the joint and link.
 * Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced.
-* A link attached by a moving joint without `<inertial>` raises `ValueError`; so do planar and
-  floating URDF joints, which jaxsoa does not model.
+* A body on a moving joint (or the free-flyer root) that carries no `<inertial>`, neither its own
+  nor one of a link fixed to it, raises `ValueError` naming the link (its joint's row of M(q) would
+  lack that body's inertia); so do planar and floating URDF joints, which jaxsoa does not model.
+* `check_inertia="warn"` loads what Pinocchio loads: such a body gets zero inertia, and an inertia
+  that is not positive semi-definite or breaks the triangle inequality (several example-robot-data
+  robots carry them: ANYmal, Go1, B1, HyQ, PR2, TIAGo) is a `UserWarning` naming the link instead
+  of an error. Negative masses are errors either way.
 * The file is read strictly first (`jaxsoa.io.urdf_xml`): malformed XML is an error at the parser's
   line, and a tree that is not one tree (repeated names, a link with two parent joints, a cycle, a
   joint naming a missing link, not one root), a missing required element or attribute, or a number
@@ -28,7 +33,7 @@ import numpy as np
 import yourdfpy
 
 from jaxsoa.io.urdf_xml import strict_tree
-from jaxsoa.multibody.build import build_model
+from jaxsoa.multibody.build import build_model, inconsistent
 from jaxsoa.multibody.joints import JointType
 
 _MOVING = {"revolute": JointType.REVOLUTE, "continuous": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC}
@@ -59,24 +64,28 @@ def _merge(body, other, X_body_other):
     return m, c, I1 + shift(m1, c1 - c) + I2 + shift(m2, c2 - c)
 
 
-def load_urdf(path, floating_base=False, **build_kwargs):
-    """Read a URDF file into a `Model` (see the module docstring for the conventions). Every
-    `ValueError` names the file."""
+def load_urdf(path, floating_base=False, *, check_inertia="raise", **build_kwargs):
+    """Read a URDF file into a `Model` (see the module docstring for the conventions, and for
+    ``check_inertia``: "raise" or "warn"). `build_kwargs` go to `build_model`. Every `ValueError`
+    names the file."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"argument 'path' must be a file path (str or os.PathLike), got {type(path).__name__}")
     if not isinstance(floating_base, (bool, np.bool_)):
         raise TypeError(f"argument 'floating_base' must be True or False, got {floating_base!r}")
+    if check_inertia not in ("raise", "warn"):
+        raise ValueError(f"argument 'check_inertia' must be 'raise' or 'warn', got {check_inertia!r}")
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"URDF file '{path}' does not exist")
-    tree = strict_tree(path)
+    tree = strict_tree(path, check_inertia)
     try:
-        return _model(tree, floating_base, build_kwargs)
+        return _model(tree, path, floating_base, check_inertia, build_kwargs)
     except ValueError as err:
-        raise ValueError(f"URDF file '{path}': {err}") from None
+        message = str(err)
+        raise ValueError(message if message.startswith("URDF file '") else f"URDF file '{path}': {message}") from None
 
 
-def _model(tree: bytes, floating_base, build_kwargs):
+def _model(tree: bytes, path, floating_base, check_inertia, build_kwargs):
     """The `Model` of a URDF checked by `strict_tree`."""
     robot = yourdfpy.URDF.load(io.BytesIO(tree), load_meshes=False, build_scene_graph=False,
                                load_collision_meshes=False, build_collision_scene_graph=False).robot
@@ -96,30 +105,32 @@ def _model(tree: bytes, floating_base, build_kwargs):
         if inertia is not None:
             body = bodies[body_index]
             body["inertia"] = _merge(body["inertia"], inertia, X_body_link)
+            body["inertial"] = True
         for joint in sorted(children[link_name], key=lambda j: j.name):   # Pinocchio's sibling order
             X_body_joint = X_body_link @ (np.eye(4) if joint.origin is None else joint.origin)
             if joint.type == "fixed":
                 add_link(joint.child, body_index, X_body_joint)
                 continue
-            if links[joint.child].inertial is None:
-                raise ValueError(f"URDF link '{joint.child}' (child of moving joint '{joint.name}') "
-                                 "has no <inertial>")
             axis = np.array([1.0, 0.0, 0.0]) if joint.axis is None else np.asarray(joint.axis, float)
             if not np.linalg.norm(axis) > 0:
                 raise ValueError(f"URDF joint '{joint.name}' (link '{joint.child}'): field 'axis' is zero "
                                  "or not finite")
             bodies.append(dict(name=joint.child, joint=joint.name, type=_MOVING[joint.type],
                                parent=body_index, axis=axis / np.linalg.norm(axis),
-                               placement=X_body_joint, inertia=(0.0, np.zeros(3), np.zeros((3, 3)))))
+                               placement=X_body_joint, inertia=(0.0, np.zeros(3), np.zeros((3, 3))),
+                               inertial=False))
             add_link(joint.child, len(bodies) - 1, np.eye(4))
 
     root = roots[0]
-    if floating_base and links[root].inertial is None:
-        raise ValueError(f"URDF link '{root}' (floating base) has no <inertial>")
     bodies.append(dict(name=root, joint="root_joint", type=JointType.FREE if floating_base else JointType.FIXED,
                        parent=-1, axis=np.array([1.0, 0.0, 0.0]), placement=np.eye(4),
-                       inertia=(0.0, np.zeros(3), np.zeros((3, 3)))))
+                       inertia=(0.0, np.zeros(3), np.zeros((3, 3))), inertial=False))
     add_link(root, 0, np.eye(4))
+    for body in bodies:
+        if body["type"] != JointType.FIXED and not body["inertial"]:
+            joint = "floating base" if body["parent"] < 0 else f"child of moving joint '{body['joint']}'"
+            inconsistent(f"URDF file '{path}': link '{body['name']}' ({joint}) has no <inertial>, nor has any "
+                         "link fixed to it", check_inertia)
 
     return build_model(
         parent=[b["parent"] for b in bodies], joint_types=[b["type"] for b in bodies],
@@ -130,4 +141,4 @@ def _model(tree: bytes, floating_base, build_kwargs):
         com=np.stack([b["inertia"][1] for b in bodies]),
         inertia_com=np.stack([b["inertia"][2] for b in bodies]),
         link_names=[b["name"] for b in bodies], link_joint_names=[b["joint"] for b in bodies],
-        **build_kwargs)
+        check_inertia=check_inertia, **build_kwargs)

@@ -24,6 +24,7 @@ Only the kinematic and inertial elements (`<link>` with its `<inertial>`, `<join
 
 import io
 import re
+import warnings
 
 import numpy as np
 from lxml import etree
@@ -91,7 +92,7 @@ def _single(path, what, parent, tag, required=False):
     return found[0] if found else None
 
 
-def _check_link(path, link):
+def _check_link(path, link, check_inertia):
     what = f"link '{link.get('name')}'"
     inertial = _single(path, what, link, "inertial")
     if inertial is None:
@@ -107,11 +108,16 @@ def _check_link(path, link):
     moments = np.linalg.eigvalsh(inertia)
     tol = 1e-12 * max(1.0, np.abs(inertia).max())
     if moments[0] < -tol:
-        _fail(path, what, inertial.find("inertia"),
-              f"field 'inertia_com' (<inertia>) is not positive semi-definite (principal moments {moments})")
-    if moments[0] + moments[1] < moments[2] * (1 - 1e-9) - tol:
-        _fail(path, what, inertial.find("inertia"),
-              f"field 'inertia_com' (<inertia>) violates the triangle inequality (principal moments {moments})")
+        problem = "is not positive semi-definite"
+    elif moments[0] + moments[1] < moments[2] * (1 - 1e-9) - tol:
+        problem = "violates the triangle inequality"
+    else:
+        return
+    element = inertial.find("inertia")
+    message = f"field 'inertia_com' (<inertia>) {problem} (principal moments {moments})"
+    if check_inertia == "raise":
+        _fail(path, what, element, message + " (check_inertia='warn' loads it with a warning)")
+    warnings.warn(f"URDF file '{path}': {what} (line {element.sourceline}): {message}", UserWarning, stacklevel=4)
 
 
 def _check_joint(path, joint, links, joints):
@@ -173,9 +179,11 @@ def _check_tree(path, links, joints):
         raise ValueError(f"URDF file '{path}': a URDF must have exactly one root link, found {roots}")
 
 
-def strict_tree(path) -> bytes:
+def strict_tree(path, check_inertia="raise") -> bytes:
     """Parse the URDF file at `path` strictly and check it (module docstring); returns the XML of
-    its `<robot>` with only links (and their inertials) and joints, for yourdfpy."""
+    its `<robot>` with only links (and their inertials) and joints, for yourdfpy. With
+    ``check_inertia="warn"`` an inertia that is not positive semi-definite or breaks the triangle
+    inequality is a `UserWarning` naming the link and line instead of an error."""
     parser = etree.XMLParser(recover=False, remove_blank_text=True, remove_comments=True,
                              resolve_entities=False, no_network=True)
     try:
@@ -189,7 +197,7 @@ def strict_tree(path) -> bytes:
         _fail(path, "<robot>", root, "no 'name' attribute")
     links, joints = _named(path, root, "link"), _named(path, root, "joint")
     for link in links.values():
-        _check_link(path, link)
+        _check_link(path, link, check_inertia)
     for joint in joints.values():
         _check_joint(path, joint, links, joints)
     _check_tree(path, links, joints)

@@ -1,6 +1,8 @@
 """Host-side model builder with full validation: bad input raises `ValueError` naming the link
 and the field, because traced code cannot raise."""
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -39,9 +41,13 @@ def validate_parent(parent, link_names):
             j = parent[j]
 
 
-def validate_inertia(mass, inertia_com, link_names, tol=1e-12):
-    """Physical consistency per link and interface: m >= 0, J symmetric positive (semi)definite
-    and satisfying the triangle inequalities of its principal moments."""
+def validate_inertia(mass, inertia_com, link_names, tol=1e-12, check_inertia="raise"):
+    """Physical consistency per link and interface: m >= 0 and J symmetric (always raised), J
+    positive semi-definite and satisfying the triangle inequalities of its principal moments
+    (raised, or with ``check_inertia="warn"`` a `UserWarning` naming the link, as Pinocchio loads such
+    inertias: real robot files carry slightly inconsistent ones)."""
+    if check_inertia not in ("raise", "warn"):
+        raise ValueError(f"argument 'check_inertia' must be 'raise' or 'warn', got {check_inertia!r}")
     for k in range(mass.shape[0]):
         for i in range(mass.shape[1]):
             where = f"link '{link_names[k]}' (interface {i})"
@@ -53,11 +59,18 @@ def validate_inertia(mass, inertia_com, link_names, tol=1e-12):
                 raise ValueError(f"{where}: field 'inertia_com' is not symmetric")
             eig = np.linalg.eigvalsh(J)
             if eig[0] < -tol * scale:
-                raise ValueError(f"{where}: field 'inertia_com' is not positive definite "
-                                 f"(eigenvalues {eig})")
-            if eig[0] + eig[1] < eig[2] * (1 - 1e-9) - tol * scale:
-                raise ValueError(f"{where}: field 'inertia_com' violates the triangle inequality "
-                                 f"(principal moments {eig})")
+                inconsistent(f"{where}: field 'inertia_com' is not positive definite (eigenvalues {eig})",
+                             check_inertia)
+            elif eig[0] + eig[1] < eig[2] * (1 - 1e-9) - tol * scale:
+                inconsistent(f"{where}: field 'inertia_com' violates the triangle inequality "
+                             f"(principal moments {eig})", check_inertia)
+
+
+def inconsistent(message, check_inertia):
+    """Raise `ValueError(message)`, or with ``check_inertia="warn"`` warn (`UserWarning`) and go on."""
+    if check_inertia == "raise":
+        raise ValueError(message + " (check_inertia='warn' loads it with a warning)")
+    warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def _integers(name, values, link_names=None):
@@ -103,7 +116,8 @@ def _check_carries_inertia(mass, inertia_com):
 
 def build_model(parent, joint_types, joint_axis, placement_rotation, placement_translation, mass,
                 com, inertia_com, *, inboard_interface=None, link_names=None, link_joint_names=None,
-                gravity=STANDARD_GRAVITY, armature=None, dtype=None, strategy="sequential", unroll=1):
+                gravity=STANDARD_GRAVITY, armature=None, dtype=None, strategy="sequential", unroll=1,
+                check_inertia="raise"):
     """Validate host-side arrays and return a `Model` (see `jaxsoa.multibody.model` for the shapes)
     carrying the traversal of `parent` built with `strategy` and `unroll` (see `tree_traversal`).
 
@@ -112,7 +126,8 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
     on each joint velocity (default zero). Every field is checked for its shape,
     integer-ness (parent, joint types, inboard interface) and finiteness, and the inertias for
     physical consistency; a bad field raises `ValueError` (`TypeError` for a wrong dtype) naming
-    the link and the field.
+    the link and the field. ``check_inertia="warn"`` turns the inertias that are not positive
+    semi-definite or break the triangle inequality into warnings (`validate_inertia`).
     """
     dtype = default_dtype(dtype)
     parent = _integers("parent", parent)
@@ -164,7 +179,7 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
     for name, value in fields.items():
         _check_finite(name, value, link_names)
     with np.errstate(over="ignore", invalid="ignore"):           # huge finite entries: rejected below, quietly
-        validate_inertia(mass, inertia_com, link_names)
+        validate_inertia(mass, inertia_com, link_names, check_inertia=check_inertia)
         for k, t in enumerate(joint_types):
             if t.uses_axis and abs(np.linalg.norm(joint_axis[k]) - 1) > 1e-9:
                 raise ValueError(f"link '{link_names[k]}': field 'joint_axis' is not a unit vector")
