@@ -1,13 +1,14 @@
 """ABA on the batch-last layout (`jaxsoa.multibody.batch_last`): the path a leading-batch
 call `aba(model, q[B, nq], …)` takes (RNEA: `jaxsoa.algorithms.batch_last_rnea`) for every joint type
-(`batch_last_frames.supports`) with free joints at roots; a concrete tree with a free joint below a
-root runs the per-sample recursions under `jax.vmap`. Same equations as `jaxsoa.algorithms.dynamics`
-(Featherstone's ABA with armature and link-frame external wrenches), written per link on lists of
-(B,) arrays. A free joint must be a root for ABA (its 6x6 articulated inertia is solved after the
-inward pass; elsewhere the result is NaN); RNEA takes it anywhere. A spherical joint (anywhere) is
-eliminated inside the link step as three 1-DoF columns e_z, e_y, e_x in its own frame
-(`_ball_eliminations`), which is its 3×3 articulated-body step; models without one compile the 1-DoF
-step only.
+(`batch_last_frames.supports`) with free joints on the world (roots, or children of a root welded to
+the world); a concrete tree with a free joint elsewhere runs the per-sample recursions under
+`jax.vmap`. Same equations as `jaxsoa.algorithms.dynamics` (Featherstone's ABA with armature and
+link-frame external wrenches), written per link on lists of (B,) arrays. A free joint must be on the
+world for ABA (its 6x6 articulated inertia is solved after the inward pass, from its parent's
+acceleration, which is then known; elsewhere the result is NaN); RNEA takes it anywhere. A spherical
+joint (anywhere) is eliminated inside the link step as three 1-DoF columns e_z, e_y, e_x in its own
+frame (`_ball_eliminations`), which is its 3×3 articulated-body step; models without one compile the
+1-DoF step only.
 
 Shapes: q (B, nq), v / a / tau (B, nv), f_ext (B, n, 6) or None; results (B, nv). The topology stays
 traced (one compile for every tree with these joint types); the model's data are shared by the
@@ -67,13 +68,14 @@ def _free_root_solve(model, P, z, a_prime, tau, k_index):
     return sp.add(a_prime, joint), joint
 
 
-def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_world, pos, k_index):
+def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_parent, pos, k_index):
     """(a, S q̈, 𝒫) of the free root at sequence position `pos`: 𝒫 and z are its own terms plus the
-    inward pass's accumulator, a' = X⁻¹ a_world + c (`_free_root_solve`)."""
+    inward pass's accumulator, a' = X⁻¹ a_parent + c (`_free_root_solve`; a_parent: the world's, or that
+    of the root it hangs on, `batch_last_frames.free_parent_acceleration`)."""
     own = bl.read_rows(acc, pos)
     P = sp.add(bl.read_rows(d.inertia, pos), own[:21])
     c_b = bl.read_rows(cb, pos)
-    a_prime = sp.add(sp.inv_act_motion(bl.read_rows(R, pos), bl.read_rows(p, pos), a_world), c_b[:6])
+    a_prime = sp.add(sp.inv_act_motion(bl.read_rows(R, pos), bl.read_rows(p, pos), a_parent), c_b[:6])
     return (*_free_root_solve(model, P, sp.add(c_b[6:], own[21:]), a_prime, tau, k_index), P)
 
 
@@ -192,11 +194,11 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
     root = [0.0] * 3 + [-model.gravity[..., i] for i in range(3)]      # a_world = [0; −g]
     a_free, free_qdd, P_free = jnp.zeros((model.n_links, 6, batch), q.dtype), [], []
     for i, pos in enumerate(fr.free_positions(model)):
-        a_root, joint, P = _free_root_acceleration(model, d, R, p, cb, acc, tau, root, pos, i)
+        a_parent = fr.free_parent_acceleration(model, R, p, root, fr.free_links(model)[i])
+        a_root, joint, P = _free_root_acceleration(model, d, R, p, cb, acc, tau, a_parent, pos, i)
         a_free, free_qdd, P_free = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint], [*P_free, P]
     qdd, a = _accelerations(model, d, R, p, _flat(G_nu_D[:, :, :7]), cb, root, a_free)  # (n, B) or (n, 3, B)
-    roots = jnp.all(jnp.stack([model.parent[..., k] < 0 for k in fr.free_links(model)]
-                              + [jnp.ones(model.parent.shape[:-1], bool)]), 0)
+    roots = jnp.all(fr.free_on_world(model), -1)
     qdd = nan_unless(roots.reshape(roots.shape + (1,) * roots.ndim), _joint_accelerations(model, qdd, free_qdd))
     G_D_inv = jnp.concatenate([G_nu_D[:, :, :6], G_nu_D[:, :, 7:]], 2)
     P = sp.add(bl.components(d.inertia), bl.components(children[:, :21]))          # 𝒫ᴬ = I + Σ_c X* 𝒫⁺_c X⁻¹

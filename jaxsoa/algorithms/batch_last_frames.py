@@ -32,13 +32,33 @@ BALL_AXES = (2, 1, 0)
 
 def supports(model: Model) -> bool:
     """Whether the batch-last path handles `model`: every joint fixed, revolute, prismatic, spherical or free,
-    and, where the topology is concrete, every free joint a root (a traced topology with a free joint
-    elsewhere gives a NaN forward dynamics)."""
+    and, where the topology is concrete, every free joint on the world (`free_on_world`; a traced topology
+    with a free joint elsewhere gives a NaN forward dynamics)."""
     if not all(JointType(t) in HANDLED for t in model.joint_types):
         return False
     if isinstance(model.parent, jax.core.Tracer):
         return True
-    return bool(np.all(np.asarray(model.parent)[..., free_links(model)] < 0))
+    return bool(np.all(free_on_world(model, np)))
+
+
+def free_on_world(model: Model, xp=jnp):
+    """(..., n_free) bool: each free joint is a root, or its parent is a root welded to the world (a fixed
+    joint: MJCF's world body holding several free bodies, `load_mjcf`). ABA's free joints need one of these."""
+    parent = xp.asarray(model.parent)
+    fixed = xp.asarray([t == JointType.FIXED for t in model.joint_types])
+    free_parent = parent[..., free_links(model)]
+    safe = xp.maximum(free_parent, 0)
+    grandparent = xp.take_along_axis(parent, safe, -1) if parent.ndim > 1 else parent[safe]
+    return (free_parent < 0) | (fixed[safe] & (grandparent < 0))
+
+
+def free_parent_acceleration(model: Model, R, p, a_world, k):
+    """Spatial acceleration (6-list of (B,)) of free link k's parent: a_world at a root, X⁻¹ a_world for a
+    parent welded to the world (`free_on_world`; its frame is R, p of its own link, (n, 9, B) / (n, 3, B))."""
+    parent, order = model.parent[..., k], model.traversal.inverse_order
+    pos = jnp.take_along_axis(order, jnp.maximum(parent, 0)[..., None], -1)[..., 0]      # per stacked model
+    a_parent = sp.inv_act_motion(bl.read_rows(R, pos), bl.read_rows(p, pos), a_world)
+    return [jnp.where(parent < 0, w, a) for w, a in zip(a_world, a_parent, strict=True)]
 
 
 def check_batch(model: Model, **states):

@@ -106,11 +106,12 @@ def _real(name, value, shapes):
     return x
 
 
-def _check_carries_inertia(mass, inertia_com):
-    """At least one link must carry mass or inertia (else every dynamics call divides by zero). A
-    single massless link is valid (a frame-only link; a massless leaf on a moving joint makes M(q)
-    singular but leaves kinematics usable, as in Pinocchio)."""
-    if not (np.any(mass != 0) or np.any(inertia_com != 0)):
+def _check_carries_inertia(mass, inertia_com, nv):
+    """With a joint that moves (nv > 0), at least one link must carry mass or inertia (else every dynamics
+    call divides by zero). A single massless link is valid (a frame-only link; a massless leaf on a moving
+    joint makes M(q) singular but leaves kinematics usable, as in Pinocchio), and so is a model of welded
+    frames only (nv = 0: a static MJCF scene)."""
+    if nv and not (np.any(mass != 0) or np.any(inertia_com != 0)):
         raise ValueError("fields 'mass' and 'inertia_com' are zero for every link: the model has no inertia")
 
 
@@ -195,8 +196,8 @@ def build_model(parent, joint_types, joint_axis, placement_rotation, placement_t
     for k, i in enumerate(inboard_interface):
         if not 0 <= i < n_if:
             raise ValueError(f"link '{link_names[k]}': field 'inboard_interface' = {i} out of range")
-    _check_carries_inertia(mass, inertia_com)
     nv = sum(t.nv for t in joint_types)
+    _check_carries_inertia(mass, inertia_com, nv)
     armature = np.zeros(nv) if armature is None else _real("armature", armature, [(nv,)])
     if not np.all(np.isfinite(armature) & (armature >= 0)):
         raise ValueError(f"field 'armature' must be finite and non-negative, got {armature}")

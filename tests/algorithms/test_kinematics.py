@@ -103,7 +103,7 @@ _batched_models = jax.jit(jax.vmap(jax.vmap(jaxsoa_kinematics, in_axes=(None, 0,
 
 def _compare(got, expected) -> dict:
     errors = {key: relative_error(got[key], expected[key]) for key in expected}
-    assert max(errors.values()) <= TOL, errors
+    assert all(e <= TOL for e in errors.values()), errors
     return errors
 
 

@@ -199,8 +199,9 @@ def link_map(model: jaxsoa.Model, pin_model: pin.Model):
     """For each jaxsoa link: the Pinocchio joint carrying it and its frame's pose in that joint."""
     joint_ids, placements = [], []
     for k, name in enumerate(model.link_names):
-        if pin_model.existFrame(name, pin.FrameType.BODY):      # a joint may share the link's name (SO-100)
-            frame = pin_model.frames[pin_model.getFrameId(name, pin.FrameType.BODY)]
+        kind = pin.FrameType.BODY if pin_model.existFrame(name, pin.FrameType.BODY) else None
+        if pin_model.existFrame(name):                  # a URDF joint may share the link's name (SO-100)
+            frame = pin_model.frames[pin_model.getFrameId(name) if kind is None else pin_model.getFrameId(name, kind)]
             jid, placement = int(frame.parentJoint), frame.placement
         else:                                        # e.g. a fixed URDF root at the world origin
             jid, placement = 0, pin.SE3.Identity()

@@ -66,3 +66,29 @@ def test_functions_without_an_entry_point_check_their_model():
     assert np.array_equal(path_matrix(model), path_matrix(model.traversal))
     with pytest.raises(TypeError, match="argument 'trav' must be a Traversal or a Model"):
         path_matrix(np.array([-1, 0]))
+
+
+def test_static_frames_without_inertia_load_and_moving_ones_do_not():
+    """nv = 0 (welded frames only, as a static MJCF scene) needs no inertia; one moving joint does."""
+    fields = {**valid_fields(), "mass": np.zeros(4), "com": np.zeros((4, 3)), "inertia_com": np.zeros((4, 3, 3))}
+    static = jaxsoa.build_model(**{**fields, "joint_types": [jaxsoa.JointType.FIXED] * 4}, dtype=jnp.float64)
+    assert static.nv == 0 and jaxsoa.aba(static, jnp.zeros(0), jnp.zeros(0), jnp.zeros(0)).shape == (0,)
+    with pytest.raises(ValueError, match=r"fields 'mass' and 'inertia_com' are zero for every link"):
+        jaxsoa.build_model(**fields)
+
+
+def test_check_inertia_warns_instead_of_raising():
+    """`check_inertia="warn"` loads a triangle-inequality violation (as Pinocchio does) with a warning naming
+    the link; the default raises naming the option; negative masses raise either way."""
+    fields = valid_fields()
+    bad = np.array(fields["inertia_com"], float)
+    bad[2] = np.diag([0.01, 0.01, 0.05])
+    with pytest.raises(ValueError, match=r"link 'lower'.*triangle inequality.*check_inertia='warn'"):
+        jaxsoa.build_model(**{**fields, "inertia_com": bad})
+    with pytest.warns(UserWarning, match=r"link 'lower'.*triangle inequality"):
+        model = jaxsoa.build_model(**{**fields, "inertia_com": bad}, check_inertia="warn", dtype=jnp.float64)
+    np.testing.assert_array_equal(np.asarray(model.inertia_com[2, 0]), bad[2])
+    with pytest.raises(ValueError, match=r"field 'mass' = -1.0 is negative"):
+        jaxsoa.build_model(**{**fields, "mass": np.r_[1.0, -1.0, 1.0, 1.0]}, check_inertia="warn")
+    with pytest.raises(ValueError, match=r"argument 'check_inertia' must be 'raise' or 'warn'"):
+        jaxsoa.build_model(**{**fields, "inertia_com": bad}, check_inertia="off")
