@@ -176,7 +176,7 @@ def relative_two_body_acceleration(orbit: OrbitParams, t, r):
     """Exact tidal acceleration in the orbital frame: g(R + r) − g(R). r (..., 3) (ValueError naming `r`
     for another trailing axis)."""
     trailing("r", r, (3,))
-    R, _ = reference_state(orbit, t)
+    R = jnp.broadcast_to(reference_state(orbit, t)[0], r.shape)
     return two_body_acceleration(orbit.mu, R + r) - two_body_acceleration(orbit.mu, R)
 
 
@@ -227,7 +227,7 @@ def eci_to_orbital(orbit: OrbitParams, t, r_eci, v_eci):
     trailing("r_eci", r_eci, (3,))
     trailing("v_eci", v_eci, (3,))
     R, V = reference_state(orbit, t)
-    return r_eci - R, v_eci - V
+    return r_eci - jnp.broadcast_to(R, r_eci.shape), v_eci - jnp.broadcast_to(V, v_eci.shape)
 
 
 def orbital_to_eci(orbit: OrbitParams, t, r, v):
@@ -236,7 +236,7 @@ def orbital_to_eci(orbit: OrbitParams, t, r, v):
     trailing("r", r, (3,))
     trailing("v", v, (3,))
     R, V = reference_state(orbit, t)
-    return R + r, V + v
+    return jnp.broadcast_to(R, r.shape) + r, jnp.broadcast_to(V, v.shape) + v
 
 
 def lvlh_acceleration(orbit: OrbitParams, t, r_lvlh, v_lvlh, *, linear=True):
@@ -249,8 +249,8 @@ def lvlh_acceleration(orbit: OrbitParams, t, r_lvlh, v_lvlh, *, linear=True):
     trailing("v_lvlh", v_lvlh, (3,))
     f = true_anomaly(orbit, t)
     R = orbit_radius(orbit, f)
-    omega, omega_dot = _lvlh_rate(orbit, t)
-    x_hat = jnp.eye(3, dtype=r_lvlh.dtype)[0]
+    omega, omega_dot, x_hat = (jnp.broadcast_to(x, r_lvlh.shape)      # (..., 3) like the states
+                               for x in (*_lvlh_rate(orbit, t), jnp.eye(3, dtype=r_lvlh.dtype)[0]))
     if linear:
         gravity = -(orbit.mu / R**3) * (r_lvlh - 3 * x_hat * r_lvlh[..., :1])
     else:

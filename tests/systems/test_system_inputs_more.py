@@ -283,8 +283,22 @@ def test_batched_libration_and_lvlh_acceleration_use_components():
     np.testing.assert_allclose(phi, [0.0, np.pi / 4], atol=1e-12)
     r, v = np.array([[10.0, -20.0, 5.0], [-3.0, 7.0, 2.0]]), np.array([[0.1, 0.2, -0.3], [0.5, -0.4, 0.2]])
     cw = np.stack([3 * N ** 2 * r[:, 0] + 2 * N * v[:, 1], -2 * N * v[:, 0], -N ** 2 * r[:, 2]], 1)
-    with jax.numpy_rank_promotion("allow"):                      # the batch broadcasts against (3,) vectors
-        batch = orbit.lvlh_acceleration(ORBIT, 0.0, jnp.asarray(r), jnp.asarray(v))
+    batch = orbit.lvlh_acceleration(ORBIT, 0.0, jnp.asarray(r), jnp.asarray(v))      # rank promotion 'raise'
     np.testing.assert_allclose(batch, cw, rtol=1e-12, atol=1e-12 * np.abs(cw).max())
     np.testing.assert_allclose(orbit.lvlh_acceleration(ORBIT, 0.0, jnp.asarray(r[1]), jnp.asarray(v[1])), cw[1],
                                rtol=1e-12)
+
+
+def test_batched_frame_maps_equal_their_rows():
+    """(2, 3) batches under `jax_numpy_rank_promotion='raise'` (the orbit's (3,) vectors are broadcast
+    explicitly): each row equals the unbatched call."""
+    r, v = jnp.asarray([[10.0, -20.0, 5.0], [-3.0, 7.0, 2.0]]), jnp.asarray([[0.1, 0.2, -0.3], [0.5, -0.4, 0.2]])
+    for fn in (orbit.eci_to_orbital, orbit.orbital_to_eci, orbit.orbital_to_lvlh, orbit.lvlh_to_orbital):
+        rows = [fn(ORBIT, 30.0, r[k], v[k]) for k in range(2)]
+        for got, want in zip(fn(ORBIT, 30.0, r, v), zip(*rows, strict=True), strict=True):
+            np.testing.assert_allclose(got, np.stack(want), rtol=1e-14, err_msg=fn.__name__)
+    for linear in (True, False):
+        rows = np.stack([orbit.lvlh_acceleration(ORBIT, 30.0, r[k], v[k], linear=linear) for k in range(2)])
+        np.testing.assert_allclose(orbit.lvlh_acceleration(ORBIT, 30.0, r, v, linear=linear), rows, rtol=1e-12)
+    rows = np.stack([orbit.relative_two_body_acceleration(ORBIT, 30.0, r[k]) for k in range(2)])
+    np.testing.assert_allclose(orbit.relative_two_body_acceleration(ORBIT, 30.0, r), rows, rtol=1e-12)
