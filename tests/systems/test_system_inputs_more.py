@@ -302,3 +302,24 @@ def test_batched_frame_maps_equal_their_rows():
         np.testing.assert_allclose(orbit.lvlh_acceleration(ORBIT, 30.0, r, v, linear=linear), rows, rtol=1e-12)
     rows = np.stack([orbit.relative_two_body_acceleration(ORBIT, 30.0, r[k]) for k in range(2)])
     np.testing.assert_allclose(orbit.relative_two_body_acceleration(ORBIT, 30.0, r), rows, rtol=1e-12)
+
+
+def test_flexible_model_without_beams_is_the_rigid_model():
+    """No beams: no deformation joints (an empty index was a float array before, and indexing failed);
+    Q_e = 0, the dynamics are the rigid model's ABA and the energy its ½ vᵀ M v + potential."""
+    import jaxsoa
+    from tests.helpers.trees import random_tree
+
+    tree = random_tree(np.random.default_rng(0), 3, link_types=[1, 1, 2])
+    fm = rfem.flexible_model(tree, {}, dtype=jnp.float64)
+    rng = np.random.default_rng(1)
+    q, v, tau = (jnp.asarray(rng.normal(size=3)) for _ in range(3))
+    np.testing.assert_array_equal(rfem.elastic_forces(fm, q, v), np.zeros(3))
+    np.testing.assert_allclose(rfem.forward_dynamics(fm, q, v, tau), jaxsoa.aba(fm.model, q, v, tau), rtol=1e-13)
+    M = jaxsoa.crba(fm.model, q)
+    g = jaxsoa.rnea(fm.model, q, jnp.zeros(3), jnp.zeros(3))                     # ∂U/∂q = g(q)
+    energy = jax.grad(lambda q: rfem.mechanical_energy(fm, q, v))(q)
+    np.testing.assert_allclose(energy, jax.grad(lambda q: 0.5 * v @ jaxsoa.crba(fm.model, q) @ v)(q) + g,
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(rfem.mechanical_energy(fm, q, jnp.zeros(3)) - rfem.mechanical_energy(fm, q, v),
+                               -0.5 * v @ M @ v, rtol=1e-12)

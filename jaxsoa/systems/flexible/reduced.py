@@ -79,7 +79,7 @@ def reduce(fm: FlexibleModel, n_modes, beams):
     v_rigid = np.setdiff1d(np.arange(model.nv), fm.v_index)
     T = np.zeros((model.nv, v_rigid.size + basis.shape[1]))
     T[v_rigid, np.arange(v_rigid.size)] = 1.0
-    T[np.asarray(fm.v_index), v_rigid.size:] = basis
+    T[np.asarray(fm.v_index, np.int64), v_rigid.size:] = basis
     q_rigid = tuple(np.setdiff1d(np.arange(model.nq), fm.q_index).tolist())
     dtype = fm.stiffness.dtype
     return ReducedModel(fm, jnp.asarray(T, dtype), jnp.asarray(basis, dtype), q_rigid)

@@ -192,8 +192,8 @@ def _check_state(fm: FlexibleModel, **states):
 def elastic_forces(fm: FlexibleModel, q, v):
     """Q_e (nv,): −k η − c η̇ on the deformation joints, zero on the others."""
     _check_state(fm, q=q, v=v)
-    q_def, v_def = q[np.asarray(fm.q_index)], v[np.asarray(fm.v_index)]
-    return jnp.zeros_like(v).at[np.asarray(fm.v_index)].set(-fm.stiffness * q_def - fm.damping * v_def)
+    q_def, v_def = q[np.asarray(fm.q_index, np.int64)], v[np.asarray(fm.v_index, np.int64)]
+    return jnp.zeros_like(v).at[np.asarray(fm.v_index, np.int64)].set(-fm.stiffness * q_def - fm.damping * v_def)
 
 
 def forward_dynamics(fm: FlexibleModel, q, v, tau, f_ext=None, method="recursive"):
@@ -237,7 +237,7 @@ def mechanical_energy(fm: FlexibleModel, q, v):
     """E = ½ vᵀ 𝓜 v + ½ Σ k η² − Σ_k m_k g · c_k, a scalar."""
     model = fm.model
     kinetic = 0.5 * v @ crba(model, q) @ v
-    elastic = 0.5 * jnp.sum(fm.stiffness * q[np.asarray(fm.q_index)] ** 2)
+    elastic = 0.5 * jnp.sum(fm.stiffness * q[np.asarray(fm.q_index, np.int64)] ** 2)
     mass, com, _ = link_inertia(model)
     R_world, p_world = forward_kinematics(model, q)
     com_world = p_world + jnp.einsum("kij,kj->ki", R_world, com)
@@ -247,7 +247,7 @@ def mechanical_energy(fm: FlexibleModel, q, v):
 def natural_frequencies(fm: FlexibleModel, q):
     """(n_def,) ω in rad/s, ascending, of the deformation joints about configuration q with every
     other joint held: eigenvalues of K ω² = M_dd(q) ω² (M_dd from CRBA), by a Cholesky whitening."""
-    index = np.asarray(fm.v_index)
+    index = np.asarray(fm.v_index, np.int64)
     M_dd = crba(fm.model, q)[index][:, index]
     L_inv = jnp.linalg.inv(jnp.linalg.cholesky(M_dd))
     return jnp.sqrt(jnp.linalg.eigvalsh(L_inv @ jnp.diag(fm.stiffness) @ L_inv.T))
