@@ -60,6 +60,20 @@ def panda(robot_models):
     return robot_models["panda"][0]
 
 
+_SUITE_CONFIG = ("jax_enable_x64", "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion")
+
+
+@pytest.fixture(autouse=True)
+def _restore_suite_config():
+    """A command run in-process (a benchmark's `main` sets `jax_enable_x64` from its --dtype) must not change
+    the configuration of the tests that run after it in the same worker."""
+    before = {name: getattr(jax.config, name) for name in _SUITE_CONFIG}
+    yield
+    for name, value in before.items():
+        if getattr(jax.config, name) != value:
+            jax.config.update(name, value)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
     """After each test module, drop JAX's compiled programs and traces: a suite process otherwise
