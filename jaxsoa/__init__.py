@@ -18,6 +18,7 @@ from jaxsoa import (
     workflows,
 )
 from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, generalized_gravity, nonlinear_effects, rnea
+from jaxsoa.algorithms.energy import center_of_mass_jacobian, kinetic_energy, potential_energy
 from jaxsoa.algorithms.free_floating import (
     aba_free_floating,
     from_virtual_base_state,
@@ -80,6 +81,7 @@ __all__ = [
     "algorithms",
     "build_model",
     "center_of_mass",
+    "center_of_mass_jacobian",
     "centroidal_momentum",
     "check_closure",
     "composite_inertias",
@@ -107,6 +109,7 @@ __all__ = [
     "inverse_dynamics_operator",
     "io",
     "joint_jacobians",
+    "kinetic_energy",
     "link_accelerations",
     "link_velocities",
     "load_mjcf",
@@ -118,6 +121,7 @@ __all__ = [
     "nonlinear_effects",
     "ode_rk4_step",
     "path_matrix",
+    "potential_energy",
     "project_state",
     "project_velocity",
     "random_configuration",

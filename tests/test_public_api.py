@@ -314,6 +314,9 @@ def _algorithms_cases():
         "algorithms.blocks_to_flat": pure(algorithms.blocks_to_flat, blocks),
         "algorithms.body_regressor": pure(algorithms.body_regressor, normal(6), normal(6)),
         "algorithms.center_of_mass": on(algorithms.center_of_mass, "tree", "q"),
+        "algorithms.center_of_mass_jacobian": on(algorithms.center_of_mass_jacobian, "tree", "q"),
+        "algorithms.kinetic_energy": on(algorithms.kinetic_energy, "tree", "q v"),
+        "algorithms.potential_energy": on(algorithms.potential_energy, "tree", "q"),
         "algorithms.centroidal_momentum": on(algorithms.centroidal_momentum, "tree", "q v"),
         "algorithms.composite_inertias": on(algorithms.composite_inertias, "tree", "q"),
         "algorithms.crba": on(algorithms.crba, "tree", "q"),
@@ -786,7 +789,8 @@ CASES = {**_spatial_cases(), **_multibody_cases(), **_algorithms_cases(), **_con
 # takes seconds to build: the grasp, the reconfigurable spacecraft, the tethered robot, the Stewart platform,
 # the flexible arm) carry the `slow` marker
 SLOW = {f"{package}.{name}" for package, names in {
-    "algorithms": """aba aba_free_floating bias_operator body_regressor center_of_mass centroidal_momentum crba
+    "algorithms": """aba aba_free_floating bias_operator body_regressor center_of_mass center_of_mass_jacobian
+        centroidal_momentum crba kinetic_energy potential_energy
         forward_dynamics_innovations forward_dynamics_operator frame_jacobian from_virtual_base_state
         generalized_force generalized_gravity generalized_jacobian hub_response innovations_factors
         inverse_dynamics_operator joint_jacobians joint_torque_regressor mass_matrix_operator

@@ -1,7 +1,7 @@
 """Rigid-body algorithms over a traced topology: kinematics, RNEA/ABA/CRBA, dense SOA operators, floating base,
 regressor."""
 
-from jaxsoa.algorithms import dynamics, free_floating, kinematics, operators, regressor
+from jaxsoa.algorithms import dynamics, energy, free_floating, kinematics, operators, regressor
 from jaxsoa.algorithms.dynamics import (
     aba,
     composite_inertias,
@@ -11,6 +11,7 @@ from jaxsoa.algorithms.dynamics import (
     nonlinear_effects,
     rnea,
 )
+from jaxsoa.algorithms.energy import center_of_mass_jacobian, kinetic_energy, potential_energy
 from jaxsoa.algorithms.free_floating import (
     DofSplit,
     FreeFloatingInverseDynamics,
@@ -94,10 +95,12 @@ __all__ = [
     "blocks_to_flat",
     "body_regressor",
     "center_of_mass",
+    "center_of_mass_jacobian",
     "centroidal_momentum",
     "composite_inertias",
     "crba",
     "dynamics",
+    "energy",
     "floating_base",
     "forward_dynamics_innovations",
     "forward_dynamics_operator",
@@ -119,6 +122,7 @@ __all__ = [
     "joint_jacobians",
     "joint_torque_regressor",
     "kinematics",
+    "kinetic_energy",
     "link_accelerations",
     "link_motion",
     "link_spatial_inertia",
@@ -132,6 +136,7 @@ __all__ = [
     "parameters_from_inertia",
     "path_selector",
     "per_link",
+    "potential_energy",
     "random_regressor",
     "regressor",
     "rnea",

@@ -17,14 +17,14 @@ merges the links fixed to it, so its frame is that URDF link's frame):
 and for the whole robot:
 
 * centre of mass (`center_of_mass` vs `pin.centerOfMass`; both leave links welded to the world out);
-* its Jacobian: jaxsoa exposes none, so d/dδ `center_of_mass(integrate(q, δ))` at δ = 0 (forward
-  mode through the exposed functions) vs `pin.jacobianCenterOfMass` (both in Pinocchio's tangent
-  space: a free flyer's columns are the base-frame twist [v; ω]);
+* its Jacobian: `center_of_mass_jacobian` and, as a second path, d/dδ `center_of_mass(integrate(q, δ))`
+  at δ = 0 (forward mode), vs `pin.jacobianCenterOfMass` (both in Pinocchio's tangent space: a free
+  flyer's columns are the base-frame twist [v; ω]);
 * spatial momentum about the world origin (`spatial_momentum` vs Σ oMi (I_i v_i)) and centroidal
   momentum (`centroidal_momentum` vs `computeCentroidalMomentum`), `[angular; linear]` in jaxsoa;
-* kinetic energy (jaxsoa exposes none): ½ Σ V_kᵀ I_k V_k from `link_velocities` and
-  `link_spatial_inertia`, and ½ vᵀ M(q) v from `crba`, both vs `computeKineticEnergy`;
-* potential energy (jaxsoa exposes none): −Σ m_k gᵀ c_k over the links that can move (`forward_kinematics`,
+* kinetic energy: `kinetic_energy`, ½ Σ V_kᵀ I_k V_k from `link_velocities` and `link_spatial_inertia`,
+  and ½ vᵀ M(q) v from `crba` (these robots have no armature), all vs `computeKineticEnergy`;
+* potential energy: `potential_energy` and −Σ m_k gᵀ c_k over the links that can move (`forward_kinematics`,
   `link_inertia`, `welded_to_world`, `model.gravity`) vs `computePotentialEnergy`, which sums over
   Pinocchio's joints 1…, so it too leaves out what is welded to the world.
 
@@ -71,7 +71,9 @@ def _per_sample(model, q, v, a) -> dict:
                h=jaxsoa.spatial_momentum(model, q, v), hg=jaxsoa.centroidal_momentum(model, q, v),
                kinetic=0.5 * jnp.sum(V * jnp.einsum("nij,nj->ni", jaxsoa.algorithms.link_spatial_inertia(model), V)),
                kinetic_crba=0.5 * (v @ (jaxsoa.crba(model, q) @ v)),
-               potential=-jnp.sum(moving_mass * (com_world @ model.gravity)))
+               potential=-jnp.sum(moving_mass * (com_world @ model.gravity)),
+               Jcom_api=jaxsoa.center_of_mass_jacobian(model, q), kinetic_api=jaxsoa.kinetic_energy(model, q, v),
+               potential_api=jaxsoa.potential_energy(model, q))
     for name in REFERENCES:
         out[f"J_{name}"] = jax.vmap(lambda k, name=name: jaxsoa.frame_jacobian(model, q, k, name))(links)
         out[f"Jall_{name}"] = jaxsoa.joint_jacobians(model, q, name)
@@ -131,7 +133,8 @@ def _pinocchio_kinematics(model, pin_model, state, v_index) -> dict:
         add("kinetic", pin.computeKineticEnergy(pin_model, data, q, v))
         add("potential", pin.computePotentialEnergy(pin_model, data, q))
     out = {key: np.stack(x) for key, x in out.items()}
-    out["kinetic_crba"] = out["kinetic"]
+    out["kinetic_crba"] = out["kinetic_api"] = out["kinetic"]
+    out["potential_api"], out["Jcom_api"] = out["potential"], out["Jcom"]
     for name in REFERENCES:
         out[f"Jall_{name}"] = out[f"J_{name}"]
     return out
