@@ -28,18 +28,23 @@ control (model-based inverse dynamics plus critically damped PD, K_p = ω², K_d
 same torque limit, ω from --ct-omega) are evaluated on the same held-out batch of targets with the
 same cost. The table reports the first training step (compilation included) and the median of the
 others. Writes train_<task>.png (training curve; held-out joint error over time per controller),
-policy_<task>.npz (the checkpoint), train_controller.json, and prints a table.
+policy_<task>.npz (the trained weights), train_controller.json, and prints a table.
 
 Saving and reruns: every file is written atomically (a crash never leaves a half-written one), and
 each task's files and its entry in train_controller.json are written as soon as that task finishes.
-train_controller.json records the settings (batch, iters, horizon, lr, eval, ct-omega, seed, dynamics).
-Rerunning with the same settings skips the tasks already finished (it prints which) and gives the same
-final results as an uninterrupted run; an --out holding results of other settings is refused (exit 2,
-naming the settings that differ) unless --overwrite is given, which recomputes everything. Ctrl-C
-exits 130 keeping the finished tasks. When stderr is not a terminal, a progress line is printed every 30 s.
+train_controller.json records the settings (batch, iters, horizon, lr, eval, ct-omega, seed, dynamics)
+with the sources' fingerprint. A task in training is checkpointed to train_<task>.checkpoint.npz in
+--out every 10 steps and at Ctrl-C (`experiments._checkpoint`: the weights, Adam's state, the step count,
+the loss and step-time histories; the batches come from the seed and the step index, so no random
+state is kept); the file is removed once the task is recorded. Rerunning with the same settings skips
+the tasks already finished (it prints which), resumes an interrupted one from its checkpoint (printing
+the step) and gives the same final results as an uninterrupted run (the timings aside: a resumed
+task's first new step compiles again). An --out holding results or a checkpoint of other settings is
+refused (exit 2, naming the settings that differ) unless --overwrite is given, which recomputes them
+(a checkpoint of the same settings is resumed even then). Ctrl-C exits 130 keeping the finished tasks
+and the checkpoint. When stderr is not a terminal, a progress line is printed every 30 s.
 """
 
-import dataclasses
 import pathlib
 import sys
 import time
@@ -51,9 +56,10 @@ import numpy as np
 import optax
 
 import jaxsoa
+from experiments._checkpoint import CHECKPOINT_EVERY, Checkpoint, run_steps
 from experiments._common import (
-    RESUME_NOTE,
     Record,
+    SettingsMismatchError,
     add_overwrite,
     check_out,
     command_parser,
@@ -68,91 +74,13 @@ from experiments._common import (
     save_figure,
     save_npz,
 )
-from experiments._common import progress as progress_bar
+from experiments._train_tasks import DT, F32, TASKS, Task  # the tasks (space_arm, reconfigurable)
 from jaxsoa.algorithms.dynamics import aba_autodiff
-from jaxsoa.algorithms.free_floating import base_and_joint_dofs
-from jaxsoa.spatial.rotation import log_so3, quat_to_rotation
-from jaxsoa.topology.reconfigure import apply_configuration, design_arrays, reconfigurable_model
-from sims import dual_arm_spacecraft as dual
-from sims import space_arm_7dof as arm
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-DT, F32 = 0.03, jnp.float32
 DYNAMICS = {"adjoint": jaxsoa.aba, "autodiff": aba_autodiff}     # --dynamics: the training gradient's path
-
-
-@dataclasses.dataclass(frozen=True)
-class Task:
-    """A regulation task: `init(key) -> (q0, v0, target, context)`, `model_of(context)`, `observe`, `cost`,
-    `computed_torque`, and the actuated velocity indices `act` into v."""
-    name: str
-    n_obs: int
-    act: np.ndarray
-    tau_max: float
-    init: callable
-    model_of: callable
-    observe: callable
-    cost: callable
-    computed_torque: callable
-
-
-def space_arm_task():
-    model = arm.build(floating=True, dtype=F32)
-    _, act = base_and_joint_dofs(model)
-
-    def init(key):
-        target = jax.random.uniform(key, (7,), F32, -0.5, 0.5)
-        return jaxsoa.neutral(model, F32), jnp.zeros(model.nv, F32), target, jnp.zeros(0, F32)
-
-    def hub_attitude(q):
-        return log_so3(quat_to_rotation(q[3:7]))
-
-    def observe(q, v, target, context):
-        return jnp.concatenate([q[7:] - target, v[act], hub_attitude(q), v[3:6]])
-
-    def cost(q, v, tau, target, context):
-        return (jnp.sum((q[7:] - target) ** 2) + 0.1 * jnp.sum(v[act] ** 2) + 10.0 * jnp.sum(hub_attitude(q) ** 2)
-                + 1e-8 * jnp.sum(tau**2))
-
-    def computed_torque(q, v, target, context, kp, kd):
-        zero = jnp.zeros(7, F32)
-        return jaxsoa.computed_torque_free_floating(model, q, v, target, zero, zero, kp, kd)
-
-    return Task("space_arm", 20, act, 1000.0, init, lambda context: model, observe, cost, computed_torque)
-
-
-def reconfigurable_task():
-    design = dual.design()
-    template = reconfigurable_model(design, dual.configuration(1), dual.IDS, gravity=(0.0, 0.0, 0.0), dtype=F32)
-    arrays = design_arrays(design, dtype=F32)
-    configs = jnp.asarray(np.stack([dual.configuration(k) for k in (1, 2, 3)]))
-    act = np.arange(template.nv)
-
-    def model_of(context):
-        return apply_configuration(template, arrays, configs[jnp.argmax(context)])
-
-    def init(key):
-        k_target, k_config = jax.random.split(key)
-        context = jax.nn.one_hot(jax.random.randint(k_config, (), 0, 3), 3, dtype=F32)
-        target = jax.random.uniform(k_target, (template.nv,), F32, -0.5, 0.5)
-        return jnp.zeros(template.nq, F32), jnp.zeros(template.nv, F32), target, context
-
-    def observe(q, v, target, context):
-        return jnp.concatenate([q - target, v, context])
-
-    def cost(q, v, tau, target, context):
-        return jnp.sum((q - target) ** 2) + 0.1 * jnp.sum(v**2) + 1e-8 * jnp.sum(tau**2)
-
-    def computed_torque(q, v, target, context, kp, kd):
-        zero = jnp.zeros_like(target)
-        return jaxsoa.computed_torque(model_of(context), q, v, target, zero, zero, kp, kd)
-
-    return Task("reconfigurable", 2 * template.nv + 3, act, 2000.0, init, model_of, observe, cost, computed_torque)
-
-
-TASKS = {"space_arm": space_arm_task, "reconfigurable": reconfigurable_task}
 
 
 def init_policy(key, n_obs, n_act, width=64):
@@ -195,9 +123,12 @@ def batch_cost(task, controller, keys, horizon, dynamics=jaxsoa.aba):
     return jnp.mean(costs), errors
 
 
-def train(task: Task, batch, iters, horizon, lr, seed, progress=True, dynamics="adjoint"):
-    """Adam through `batch` parallel rollouts per step, the gradient through `DYNAMICS[dynamics]`; returns
-    (params, initial params, losses, seconds per step (iters,), the first one's compilation included)."""
+def train(task: Task, batch, iters, horizon, lr, seed, progress=True, dynamics="adjoint", checkpoint=None,
+          every=CHECKPOINT_EVERY):
+    """Adam through `batch` parallel rollouts per step, the gradient through `DYNAMICS[dynamics]`, from the
+    step saved in `checkpoint` (`experiments._checkpoint.Checkpoint`, or None) and saving to it every `every`
+    steps and at Ctrl-C; returns (params, initial params, losses, seconds per step (iters,), the first one's
+    and a resumed run's first one's compilation included). Step i's batch is drawn from `seed` and i alone."""
     key = jax.random.PRNGKey(seed)
     params0 = init_policy(key, task.n_obs, task.act.size)
 
@@ -208,19 +139,21 @@ def train(task: Task, batch, iters, horizon, lr, seed, progress=True, dynamics="
 
     optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(lr))
     value_and_grad = jax.jit(jax.value_and_grad(loss))
-    params, state, losses, seconds = params0, optimizer.init(params0), [], []
-    for i in progress_bar(range(iters), progress, desc=f"train {task.name}"):
+
+    def step(i, params, state):
         keys = jax.random.split(jax.random.fold_in(key, i + 1), batch)
         start = time.perf_counter()
         value, grads = jax.block_until_ready(value_and_grad(params, keys))
-        seconds.append(time.perf_counter() - start)
+        seconds = time.perf_counter() - start
         if not np.isfinite(float(value)):
             raise FloatingPointError(f"{task.name}: the training loss became {float(value)} at step {i}; "
                                      "lower --lr, or shorten --horizon")
         updates, state = optimizer.update(grads, state)
-        params = optax.apply_updates(params, updates)
-        losses.append(float(value))
-    return params, params0, np.array(losses), np.array(seconds)
+        return value, optax.apply_updates(params, updates), state, (seconds,)
+
+    params, _, losses, history, _ = run_steps(step, params0, optimizer.init(params0), iters, checkpoint, every,
+                                              f"train {task.name}", progress, ("step_seconds",), "step")
+    return params, params0, np.array(losses), np.array(history["step_seconds"])
 
 
 def evaluate(task: Task, params, params0, horizon, n_eval, ct_omega, seed):
@@ -254,10 +187,22 @@ def task_files(out_dir, name):
     return [out_dir / f"policy_{name}.npz", out_dir / f"train_{name}.png"]
 
 
-def run_task(out_dir, name, batch, iters, horizon, lr, n_eval, ct_omega, seed, progress, dynamics):
-    """Train and evaluate one task, write its checkpoint and plot; returns its entry {"rows", "training"}."""
+def checkpoint_file(out_dir, name):
+    """Task `name`'s training checkpoint while it trains (module doc)."""
+    return pathlib.Path(out_dir) / f"train_{name}.checkpoint.npz"
+
+
+CHECKPOINT_NOTE = (f"the finished tasks and the training task's last saved step (train_<task>.checkpoint.npz, every "
+                   f"{CHECKPOINT_EVERY} steps and at Ctrl-C) are kept in --out; run the same command again to resume")
+
+
+def run_task(out_dir, name, batch, iters, horizon, lr, n_eval, ct_omega, seed, progress, dynamics, checkpoint=None,
+             every=CHECKPOINT_EVERY):
+    """Train (resuming from `checkpoint`) and evaluate one task, write its weights and plot; returns its
+    entry {"rows", "training"}."""
     task = TASKS[name]()
-    params, params0, losses, step_s = train(task, batch, iters, horizon, lr, seed, progress, dynamics)
+    params, params0, losses, step_s = train(task, batch, iters, horizon, lr, seed, progress, dynamics, checkpoint,
+                                            every)
     seconds, later_s = float(step_s.sum()), float(np.median(step_s[1:])) if iters > 1 else float("nan")
     results = evaluate(task, params, params0, horizon, n_eval, ct_omega, seed)
     npz, png = task_files(out_dir, name)
@@ -290,19 +235,25 @@ def summary(items: dict) -> dict:
 
 
 def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=128, iters=120, horizon=60, lr=1e-3, n_eval=256,
-        ct_omega=3.0, seed=0, progress=True, dynamics="adjoint", overwrite=False):
-    """Train and evaluate each task, saving each as it finishes and skipping those already finished
-    with the same settings (module doc); returns the table rows of `tasks`."""
+        ct_omega=3.0, seed=0, progress=True, dynamics="adjoint", overwrite=False, checkpoint_every=CHECKPOINT_EVERY):
+    """Train and evaluate each task, saving each as it finishes, skipping those already finished with
+    the same settings and resuming one interrupted from its checkpoint (module doc); returns the table
+    rows of `tasks`. Results or a checkpoint of other settings raise `SettingsMismatchError` before any
+    work unless `overwrite`."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     record = Record(out_dir / RECORD, settings(batch, iters, horizon, lr, n_eval, ct_omega, seed, dynamics), overwrite,
                     summary)
+    checkpoints = {n: Checkpoint(checkpoint_file(out_dir, n), {**record.settings, "task": n}, overwrite)
+                   for n in tasks}
     report_resume("train", [n for n in tasks if record.done(n, task_files(out_dir, n))], len(tasks))
     for name in tasks:
         if not record.done(name, task_files(out_dir, name)):
-            entry = run_task(out_dir, name, batch, iters, horizon, lr, n_eval, ct_omega, seed, progress, dynamics)
+            entry = run_task(out_dir, name, batch, iters, horizon, lr, n_eval, ct_omega, seed, progress, dynamics,
+                             checkpoints[name], checkpoint_every)
             record.add(name, entry)
             print(f"train {name}: done, saved {RECORD}, policy_{name}.npz and train_{name}.png", flush=True)
+        checkpoints[name].remove()                   # the task is recorded: nothing left to resume
     rows = [r for name in tasks for r in record.items[name]["rows"]]
     print(markdown_table(("task", "controller", "held-out cost", "final joint error [rad]", "gradient", "train s",
                           "first step s", "step ms", "rollouts/s"),
@@ -314,7 +265,7 @@ def run(out_dir, tasks=("space_arm", "reconfigurable"), batch=128, iters=120, ho
     return rows
 
 
-@interruptible(RESUME_NOTE)
+@interruptible(CHECKPOINT_NOTE)
 def main(argv=None):
     parser = command_parser(__doc__, "outputs/train", "output folder (default outputs/train)")
     parser.add_argument("--task", default="all", choices=[*TASKS, "all"], help="which task (default all)")
@@ -336,8 +287,11 @@ def main(argv=None):
     out = check_out(parser, args.out)
     open_record(parser, out / RECORD, settings(args.batch, args.iters, args.horizon, args.lr, args.eval,
                                                args.ct_omega, args.seed, args.dynamics), args.overwrite)
-    rows = run(args.out, tasks, args.batch, args.iters, args.horizon, args.lr, args.eval, args.ct_omega, args.seed,
-               dynamics=args.dynamics, overwrite=args.overwrite)
+    try:
+        rows = run(args.out, tasks, args.batch, args.iters, args.horizon, args.lr, args.eval, args.ct_omega,
+                   args.seed, dynamics=args.dynamics, overwrite=args.overwrite)
+    except SettingsMismatchError as error:            # a checkpoint of other settings in --out
+        parser.error(f"argument --out: {error}")
     return exit_status(rows, parser.prog)
 
 
