@@ -7,6 +7,7 @@ Exact equality (not a tolerance) is asserted: the saved arrays round-trip bit fo
 (float64 parameters and Adam moments, int32 step count) and each iteration depends on them only, so the
 resumed run repeats the uninterrupted run's floating-point operations."""
 
+import contextlib
 import json
 
 import jax
@@ -32,9 +33,11 @@ def _loss_and_grad(calls):
     return counted
 
 
-def _interrupt_at(monkeypatch, call, error=KeyboardInterrupt):
-    """optax.apply_updates raises `error` on its `call`-th use: inside an iteration, after the gradient
-    and Adam's new state are computed, before the parameters change (the worst place for Ctrl-C)."""
+@contextlib.contextmanager
+def _interrupted_at(call, error=KeyboardInterrupt):
+    """optax.apply_updates raises `error` on its `call`-th use (0: never) within the block: inside an
+    iteration or training step, after the gradient and Adam's new state, before the parameters change (the
+    worst place for Ctrl-C). Yields the list of its calls."""
     real, count = optax.apply_updates, []
 
     def apply_updates(*args):
@@ -42,7 +45,9 @@ def _interrupt_at(monkeypatch, call, error=KeyboardInterrupt):
         if len(count) == call:
             raise error()
         return real(*args)
-    monkeypatch.setattr(optax, "apply_updates", apply_updates)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(optax, "apply_updates", apply_updates)
+        yield count
 
 
 def _descend(path, calls, iters=7, every=3, settings=None):
@@ -53,15 +58,13 @@ def _descend(path, calls, iters=7, every=3, settings=None):
 
 
 @pytest.mark.parametrize("error, saved_at", [(KeyboardInterrupt, 4), (RuntimeError, 3)], ids=["ctrl-c", "crash"])
-def test_interrupted_descent_resumes_to_the_same_result(tmp_path, monkeypatch, capsys, error, saved_at):
+def test_interrupted_descent_resumes_to_the_same_result(tmp_path, capsys, error, saved_at):
     """Ctrl-C in the 5th iteration saves the 4 finished ones; a crash there keeps the periodic checkpoint
     of iteration 3 (every=3). Either way the rerun computes only the remaining iterations."""
     params, losses, _ = _descend(tmp_path / "full.npz", [])
     assert len(losses) == 8 and np.all(np.diff(losses) < 0)                 # it descends
-    _interrupt_at(monkeypatch, 5, error)
-    with pytest.raises(error):
+    with _interrupted_at(5, error), pytest.raises(error):
         _descend(tmp_path / "cut.npz", [])
-    monkeypatch.undo()
     with np.load(tmp_path / "cut.npz") as saved:
         assert int(saved["iteration"]) == saved_at and len(saved["losses"]) == saved_at
     calls = []
@@ -117,14 +120,12 @@ RUNS = [(trajopt_tether, dict(orbits=0.1, l_end=900.0, harmonics=2)), (trajopt, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("module, problem", RUNS, ids=["tether", "arm"])
-def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, capsys, module, problem):
+def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, capsys, module, problem):
     kwargs = dict(iters=5, progress=False, checkpoint_every=2, **problem)
     with STANDARD:
         full = module.run(tmp_path / "full", **kwargs)
-        _interrupt_at(monkeypatch, 4)                                  # Ctrl-C in the 4th Adam step
-        with pytest.raises(KeyboardInterrupt):
+        with _interrupted_at(4), pytest.raises(KeyboardInterrupt):     # Ctrl-C in the 4th Adam step
             module.run(tmp_path / "cut", **kwargs)
-        monkeypatch.undo()
         assert [p.name for p in (tmp_path / "cut").iterdir()] == [module.CHECKPOINT]
         capsys.readouterr()
         resumed = module.run(tmp_path / "cut", **kwargs)

@@ -11,16 +11,15 @@ Only the timings differ. The fast tests replace the rollouts' cost by a cheap re
 policy (`_toy_batch_cost`), so the real training loop, checkpoint, evaluation and files run in seconds;
 the slow one trains the real `reconfigurable` task."""
 
-import contextlib
 import json
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 
 from experiments import _checkpoint, _common, train_controller
+from tests.experiments.test_checkpoint import _interrupted_at
 
 STANDARD = jax.numpy_dtype_promotion("standard")      # optax's Adam mixes int32 and Python floats
 F32 = jnp.float32
@@ -47,23 +46,6 @@ def toy(monkeypatch):
     for name in train_controller.TASKS:
         monkeypatch.setitem(train_controller.TASKS, name, _toy_task(name))
     monkeypatch.setattr(train_controller, "batch_cost", _toy_batch_cost)
-
-
-@contextlib.contextmanager
-def _interrupted_at(call, error=KeyboardInterrupt):
-    """optax.apply_updates raises `error` on its `call`-th use (0: never) within the block: inside a training
-    step, after the gradient and Adam's new state, before the weights change (the worst place for Ctrl-C).
-    Yields the list of its calls."""
-    real, count = optax.apply_updates, []
-
-    def apply_updates(*args):
-        count.append(1)
-        if len(count) == call:
-            raise error()
-        return real(*args)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(optax, "apply_updates", apply_updates)
-        yield count
 
 
 def _results(folder):
