@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from experiments._common import SettingsMismatchError, _jsonable, differences, progress, save_npz
+from experiments._common import SettingsMismatchError, differences, progress, save_npz
+from experiments._outputs import jsonable
 
 CHECKPOINT_EVERY = 10             # iterations between checkpoints (and one at the last iteration and at Ctrl-C)
 
@@ -42,7 +43,7 @@ class Checkpoint:
 
     def __init__(self, path, settings: dict, overwrite=False):
         self.path, self.saved = pathlib.Path(path), None
-        self.settings = json.loads(json.dumps(settings, default=_jsonable))
+        self.settings = json.loads(json.dumps(settings, default=jsonable))
         if not self.path.is_file():
             return
         try:

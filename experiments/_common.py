@@ -1,10 +1,9 @@
 """What the experiments' commands share: the parser with `--out` and their `main`, the run set-up,
-markdown tables, progress bars that stay out of captured logs, legends beside the data."""
+markdown tables, progress bars that stay out of captured logs, legends beside the data, Ctrl-C. The
+atomic writers (`experiments._outputs`) and the --out records (`experiments._record`) are re-exported."""
 
 import argparse
-import contextlib
 import functools
-import json
 import math
 import numbers
 import os
@@ -13,6 +12,26 @@ import sys
 import time
 
 from tqdm import tqdm
+
+from experiments._outputs import (  # noqa: F401 (re-exported: the commands import them from here)
+    atomic_path,
+    open_atomic,
+    save_figure,
+    save_npz,
+    write_json,
+    write_text,
+)
+from experiments._record import (  # noqa: F401 (re-exported, as above)
+    OVERWRITE_HELP,
+    Record,
+    SettingsMismatchError,
+    add_overwrite,
+    check_out,
+    code_fingerprint,
+    differences,
+    open_record,
+    report_resume,
+)
 
 CACHE_ENV = "JAXSOA_COMPILATION_CACHE"
 DEFAULT_CACHE = pathlib.Path.home() / ".cache" / "jaxsoa" / "jax"
@@ -251,178 +270,6 @@ def advance(t_end, step, desc):
 def legend_outside(ax, **kwargs):
     """The legend to the right of the axes, outside the data (`fig.tight_layout` makes room for it)."""
     return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
-
-
-# --- outputs: written atomically --------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """`jaxsoa.workflows.results.atomic_path` (a temporary file beside `path`, renamed over it once whole;
-    the previous content kept on any error), with an `OSError` (a full disk) re-raised naming `path`, the
-    file meant, instead of the temporary one."""
-    from jaxsoa.workflows.results import atomic_path as shared
-
-    try:
-        with shared(path) as tmp:
-            yield tmp
-    except OSError as error:
-        raise OSError(error.errno, f"writing {path} failed ({error.strerror or error})") from error
-
-
-@contextlib.contextmanager
-def open_atomic(path, mode="w", **kwargs):
-    """``open`` for writing, atomically (`atomic_path`): the file appears at `path` only once closed whole."""
-    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as f:
-        yield f
-
-
-def write_text(path, text: str) -> pathlib.Path:
-    """Write `text` (UTF-8) to `path` atomically; returns the path."""
-    with open_atomic(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    return pathlib.Path(path)
-
-
-def _jsonable(x):
-    """numpy / JAX scalars and arrays as Python numbers and lists (``json.dumps(default=...)``)."""
-    if hasattr(x, "tolist"):
-        return x.tolist()
-    raise TypeError(f"not JSON serializable: {type(x).__name__}")
-
-
-def write_json(path, obj) -> pathlib.Path:
-    """Write `obj` as indented JSON (numpy values as numbers / lists) to `path` atomically."""
-    return write_text(path, json.dumps(obj, indent=1, default=_jsonable) + "\n")
-
-
-def save_figure(fig, path, **kwargs) -> pathlib.Path:
-    """``fig.savefig`` to `path` atomically, the format taken from the suffix (``.png``); closes nothing."""
-    path = pathlib.Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kwargs)
-    return path
-
-
-def save_npz(path, **arrays) -> pathlib.Path:
-    """``np.savez(path, **arrays)`` atomically (the temporary name ends in ``.npz`` too)."""
-    import numpy as np
-
-    with atomic_path(path) as tmp:
-        np.savez(tmp, **arrays)
-    return pathlib.Path(path)
-
-
-# --- --out: writable, one set of settings, resumable ------------------------------------------------------
-
-OVERWRITE_HELP = ("replace results in --out computed with other settings (without it such a folder is refused, "
-                  "exit 2, naming the settings that differ; with the same settings finished parts are kept "
-                  "and skipped)")
-
-
-def add_overwrite(parser):
-    """Add ``--overwrite`` (`OVERWRITE_HELP`) to `parser`."""
-    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
-
-
-def check_out(parser, out, flag="--out") -> pathlib.Path:
-    """Create the folder `out` and write a probe file in it before any work; if that fails, exit 2 with
-    one line naming `flag` (``parser.error``)."""
-    from experiments.sweep_cli import error_text
-    from jaxsoa.workflows.store import probe_writable
-
-    try:
-        return probe_writable(out)
-    except OSError as error:
-        parser.error(f"argument {flag}: {error_text(error)}")
-
-
-class SettingsMismatchError(ValueError):
-    """--out already holds results computed with other settings."""
-
-
-def differences(old: dict, new: dict) -> list[str]:
-    """``"name old → new"`` for each setting that differs between two settings dicts."""
-    return [f"{k} {old.get(k, '(unset)')!r} → {new.get(k, '(unset)')!r}"
-            for k in sorted(set(old) | set(new), key=str) if old.get(k) != new.get(k)]
-
-
-SOURCE_FOLDERS = ("jaxsoa", "experiments", "sims")
-"""The folders whose Python sources make a result: a change in them makes earlier results stale."""
-
-
-@functools.cache
-def code_fingerprint() -> str:
-    """A short hash of the package's, the experiments' and the simulations' Python sources (path and
-    bytes of every ``*.py`` under `SOURCE_FOLDERS`): recorded with results, so a rerun after a code
-    change does not take old results for finished ones."""
-    import hashlib
-
-    root, digest = pathlib.Path(__file__).resolve().parent.parent, hashlib.sha256()
-    for folder in SOURCE_FOLDERS:
-        for path in sorted((root / folder).rglob("*.py")):
-            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-class Record:
-    """The JSON results file of a command in its --out folder: ``{"settings": {...}, ...payload,
-    "items": {name: result}}``, rewritten atomically each time an item (a task, a system, a case)
-    finishes, so an interrupted run keeps what it finished.
-
-    Opening it with the same `settings` as the file's resumes: `done` says which items to skip.
-    Other settings (or a file without settings, from an older version) raise `SettingsMismatchError`
-    naming them, unless `overwrite`, which starts afresh. With `code` the settings include
-    `code_fingerprint()`, so results of other sources count as other settings. ``summary(items) -> dict``: the command's
-    own keys (its tables over the finished items), written beside the settings."""
-
-    def __init__(self, path, settings: dict, overwrite=False, summary=None, code=True):
-        settings = {**settings, "code": code_fingerprint()} if code else settings
-        self.path, self.settings = pathlib.Path(path), json.loads(json.dumps(settings, default=_jsonable))
-        self.items, self.summary = {}, summary or (lambda items: {})
-        if not self.path.is_file():
-            return
-        try:
-            old = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            old = None
-        old_settings = old.get("settings") if isinstance(old, dict) else None
-        if old_settings == self.settings:
-            self.items = dict(old.get("items", {}))
-        elif not overwrite:
-            what = "; ".join(differences(old_settings, self.settings)) if isinstance(old_settings, dict) \
-                else "no recorded settings (an older or foreign file)"
-            raise SettingsMismatchError(f"{self.path} holds results of other settings ({what}): pass --overwrite to "
-                                   "replace them, or choose another --out")
-
-    def done(self, name, files=()) -> bool:
-        """`name` finished with these settings and its `files` (paths) are all present."""
-        return name in self.items and all(pathlib.Path(f).is_file() for f in files)
-
-    def add(self, name, result):
-        """Record item `name` finished with `result` (stored as its JSON round trip, so a resumed run
-        reads back exactly what an uninterrupted one uses) and rewrite the file (`save`)."""
-        self.items[name] = json.loads(json.dumps(result, default=_jsonable))
-        self.save()
-
-    def save(self):
-        """Rewrite the file atomically: the settings, the summary keys, the items."""
-        write_json(self.path, {"settings": self.settings, **self.summary(self.items), "items": self.items})
-
-
-def open_record(parser, path, settings: dict, overwrite: bool, code=True) -> Record:
-    """`Record` for a command's main: a mismatch exits 2 with one line naming ``--out`` and the settings."""
-    try:
-        return Record(path, settings, overwrite, code=code)
-    except SettingsMismatchError as error:
-        parser.error(f"argument --out: {error}")
-
-
-def report_resume(desc, skipped, total):
-    """Print ``desc: resuming, N of M already done (…)`` when a rerun skips finished items."""
-    if skipped:
-        print(f"{desc}: resuming: {len(skipped)} of {total} already done with the same settings, skipped "
-              f"({', '.join(map(str, skipped))}); --overwrite recomputes them", flush=True)
 
 
 # --- the command entry: Ctrl-C ------------------------------------------------------------------------------

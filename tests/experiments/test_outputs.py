@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments import _common, cli, reproduce, train_controller
+from experiments import _common, _record, cli, reproduce, train_controller
 
 
 def _fail_midway(*_, **__):
@@ -26,7 +26,7 @@ def test_failing_text_write_keeps_previous_file(tmp_path, monkeypatch):
     def dumps_then_fail(obj, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(_common.json, "dumps", dumps_then_fail)
+    monkeypatch.setattr(json, "dumps", dumps_then_fail)
     with pytest.raises(OSError):
         _common.write_json(path, {"ok": 2})
     monkeypatch.undo()
@@ -140,7 +140,7 @@ def test_record_of_other_sources_counts_as_other_settings(tmp_path, monkeypatch)
     path = tmp_path / "r.json"
     _common.Record(path, {"seed": 0}).add("a", 1)
     assert _common.Record(path, {"seed": 0}).done("a")
-    monkeypatch.setattr(_common, "code_fingerprint", lambda: "other-sources")
+    monkeypatch.setattr(_record, "code_fingerprint", lambda: "other-sources")
     with pytest.raises(_common.SettingsMismatchError, match="code"):
         _common.Record(path, {"seed": 0})
     assert not _common.Record(path, {"seed": 0}, overwrite=True).done("a")
