@@ -12,7 +12,9 @@
 * Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced.
 * A body on a moving joint (or the free-flyer root) that carries no `<inertial>`, neither its own
   nor one of a link fixed to it, raises `ValueError` naming the link (its joint's row of M(q) would
-  lack that body's inertia); so do planar and floating URDF joints, which jaxsoa does not model.
+  lack that body's inertia); so do planar URDF joints, which jaxsoa does not model. A `floating`
+  joint is a free joint (Pinocchio's free flyer) wherever it is; ABA takes it on the batch-last core
+  at a root or on a root welded to the world, elsewhere on the per-sample recursion.
 * `check_inertia="warn"` loads what Pinocchio loads: such a body gets zero inertia, and an inertia
   that is not positive semi-definite or breaks the triangle inequality (several example-robot-data
   robots carry them: ANYmal, Go1, B1, HyQ, PR2, TIAGo) is a `UserWarning` naming the link instead
@@ -36,7 +38,8 @@ from jaxsoa.io.urdf_xml import strict_tree
 from jaxsoa.multibody.build import build_model, inconsistent
 from jaxsoa.multibody.joints import JointType
 
-_MOVING = {"revolute": JointType.REVOLUTE, "continuous": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC}
+_MOVING = {"revolute": JointType.REVOLUTE, "continuous": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC,
+           "floating": JointType.FREE}
 
 
 def _link_inertia(link):

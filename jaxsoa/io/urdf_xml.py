@@ -9,8 +9,8 @@ and its field. Checked:
   one `<mass value>` (finite, ≥ 0) and exactly one `<inertia>` with all six moments (finite), the
   link's own inertia positive semi-definite with the triangle inequality (a link merged through a
   fixed joint is checked before merging, where its error could hide in its parent's);
-* joints: a unique, non-empty name; a URDF type (planar and floating are refused: jaxsoa does not
-  model them); exactly one `<parent link>` and `<child link>`, both naming links of the file; at
+* joints: a unique, non-empty name; a URDF type (planar is refused: jaxsoa does not model it);
+  exactly one `<parent link>` and `<child link>`, both naming links of the file; at
   most one of each other child element; `<limit>` with `effort` and `velocity` on revolute and
   prismatic joints (the URDF specification requires them); `<axis>` with an `xyz`; a `<mimic>`
   naming a joint of the file;
@@ -30,7 +30,7 @@ import numpy as np
 from lxml import etree
 
 JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
-UNSUPPORTED_JOINT_TYPES = ("floating", "planar")
+UNSUPPORTED_JOINT_TYPES = ("planar",)
 _MOMENTS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 # element -> {attribute: number of values}; required attributes are listed in _REQUIRED
 _NUMBERS = {
