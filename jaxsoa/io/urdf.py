@@ -35,7 +35,7 @@ import numpy as np
 import yourdfpy
 
 from jaxsoa.io.urdf_xml import strict_tree
-from jaxsoa.multibody.build import build_model, inconsistent
+from jaxsoa.multibody.build import build_model, check_inertia_option, inconsistent
 from jaxsoa.multibody.joints import JointType
 
 _MOVING = {"revolute": JointType.REVOLUTE, "continuous": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC,
@@ -75,8 +75,7 @@ def load_urdf(path, floating_base=False, *, check_inertia="raise", **build_kwarg
         raise TypeError(f"argument 'path' must be a file path (str or os.PathLike), got {type(path).__name__}")
     if not isinstance(floating_base, (bool, np.bool_)):
         raise TypeError(f"argument 'floating_base' must be True or False, got {floating_base!r}")
-    if check_inertia not in ("raise", "warn"):
-        raise ValueError(f"argument 'check_inertia' must be 'raise' or 'warn', got {check_inertia!r}")
+    check_inertia_option(check_inertia)
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"URDF file '{path}' does not exist")

@@ -46,8 +46,7 @@ def validate_inertia(mass, inertia_com, link_names, tol=1e-12, check_inertia="ra
     positive semi-definite and satisfying the triangle inequalities of its principal moments
     (raised, or with ``check_inertia="warn"`` a `UserWarning` naming the link, as Pinocchio loads such
     inertias: real robot files carry slightly inconsistent ones)."""
-    if check_inertia not in ("raise", "warn"):
-        raise ValueError(f"argument 'check_inertia' must be 'raise' or 'warn', got {check_inertia!r}")
+    check_inertia_option(check_inertia)
     for k in range(mass.shape[0]):
         for i in range(mass.shape[1]):
             where = f"link '{link_names[k]}' (interface {i})"
@@ -64,6 +63,12 @@ def validate_inertia(mass, inertia_com, link_names, tol=1e-12, check_inertia="ra
             elif eig[0] + eig[1] < eig[2] * (1 - 1e-9) - tol * scale:
                 inconsistent(f"{where}: field 'inertia_com' violates the triangle inequality "
                              f"(principal moments {eig})", check_inertia)
+
+
+def check_inertia_option(check_inertia):
+    """ValueError naming 'check_inertia' unless it is "raise" or "warn"."""
+    if check_inertia not in ("raise", "warn"):
+        raise ValueError(f"argument 'check_inertia' must be 'raise' or 'warn', got {check_inertia!r}")
 
 
 def inconsistent(message, check_inertia):
