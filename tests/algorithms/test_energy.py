@@ -8,7 +8,8 @@ them (Pinocchio's values: tests/validation/test_example_robot_kinematics.py), fl
 * J_c v equals d/dt c(integrate(q, t v)) at t = 0 (forward mode of `center_of_mass`): 1e-12;
 * the unforced motion conserves T + U + ½ Σ armature v²: over 200 RK4 steps of 1 ms the relative drift is
   below 1e-9 (RK4's error ∝ dt⁴; a sign or factor error in either energy would drift at O(1));
-* a fixed base: links welded to the world carry neither energy (U of a welded-only model is 0).
+* a fixed base: links welded to the world carry neither energy (U of a welded-only model is 0);
+* states of the wrong length are refused naming the argument.
 """
 
 import dataclasses
@@ -16,6 +17,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxsoa
 from jaxsoa.multibody.joints import JointType
@@ -78,3 +80,13 @@ def test_links_welded_to_the_world_carry_no_energy():
     model = build_jaxsoa(tree)
     q, v = jnp.zeros(0), jnp.zeros(0)
     assert float(jaxsoa.potential_energy(model, q)) == 0.0 and float(jaxsoa.kinetic_energy(model, q, v)) == 0.0
+
+
+def test_bad_inputs_are_named():
+    model, q, v = _case()
+    with pytest.raises(ValueError, match="'v'"):
+        jaxsoa.kinetic_energy(model, q, v[:-1])
+    with pytest.raises(ValueError, match="'q'"):
+        jaxsoa.potential_energy(model, q[:-1])
+    with pytest.raises(ValueError, match="'q'"):
+        jaxsoa.center_of_mass_jacobian(model, jnp.zeros(model.nq + 1))
