@@ -16,7 +16,10 @@ def linear_map(apply, transpose, u: tuple, like):
     transpose_solve applies Nᵀ (ū, w̄) = (ū + Lᵀ w̄, w̄) (`transpose`). JAX transposes a linear solve by its
     transpose_solve; N⁻¹ is a true matvec, so higher derivatives stay exact."""
     def matvec(z):                                  # N⁻¹ (u, w) = (u, w − L u)
-        return z[0], jax.tree.map(jnp.subtract, z[1], apply(z[0]))
+        Lu = apply(z[0])
+        tied = jnp.sum(jax.tree.leaves(Lu)[0]) * 0  # u + 0 · Σ L u: the block's derivative w.r.t. L is a zero
+        return (tuple(x + tied.astype(x.dtype) for x in z[0]),  # linear in it, not a constant (reverse over forward)
+                jax.tree.map(jnp.subtract, z[1], Lu))
 
     def solve(_, b):                                # N (u, w) = (u, w + L u)
         return b[0], jax.tree.map(jnp.add, b[1], apply(b[0]))

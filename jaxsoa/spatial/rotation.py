@@ -57,7 +57,7 @@ def quat_multiply(q1, q2):
 
 def quat_conjugate(quat_xyzw):
     """(..., 4) -> (..., 4): the inverse rotation of a unit quaternion."""
-    return quat_xyzw * jnp.array([-1.0, -1.0, -1.0, 1.0], quat_xyzw.dtype)
+    return jnp.concatenate([-quat_xyzw[..., :3], quat_xyzw[..., 3:]], axis=-1)      # (−x, −y, −z, w)
 
 
 def quat_exp(rotvec):

@@ -249,3 +249,15 @@ def test_exp_so3_jacobian_matches_finite_differences(norm):
         dw = h * np.eye(3)[i]
         fd = (pin.exp3(w + dw) - pin.exp3(w - dw)) / (2 * h)
         close(J[..., i], fd, atol=1e-8)
+
+
+def test_quat_conjugate_of_a_batch():
+    """(k, 4) quaternions under rank promotion 'raise' (a product with a (4,) sign array was refused):
+    each row conjugated as alone."""
+    rng = np.random.default_rng(3)
+    qs = jnp.asarray(np.stack([random_quat(rng) for _ in range(3)]))
+    out = rot.quat_conjugate(qs)
+    assert out.shape == (3, 4)
+    for k in range(3):
+        close(out[k], rot.quat_conjugate(qs[k]))
+        close(out[k, :3], -qs[k, :3])
