@@ -17,8 +17,16 @@ from jaxsoa import (
     topology,
     workflows,
 )
+from jaxsoa.algorithms.centroidal import (
+    centroidal_inertia,
+    centroidal_momentum_matrix,
+    centroidal_momentum_matrix_time_variation,
+)
+from jaxsoa.algorithms.derivatives import aba_derivatives, rnea_derivatives
 from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, generalized_gravity, nonlinear_effects, rnea
+from jaxsoa.algorithms.dynamics_matrices import coriolis_matrix, minverse
 from jaxsoa.algorithms.energy import center_of_mass_jacobian, kinetic_energy, potential_energy
+from jaxsoa.algorithms.frames import frame_acceleration, frame_classical_acceleration, frame_velocity
 from jaxsoa.algorithms.free_floating import (
     aba_free_floating,
     from_virtual_base_state,
@@ -27,6 +35,7 @@ from jaxsoa.algorithms.free_floating import (
     to_virtual_base_state,
     with_virtual_base,
 )
+from jaxsoa.algorithms.jacobian_derivatives import joint_jacobians_time_variation
 from jaxsoa.algorithms.kinematics import (
     center_of_mass,
     centroidal_momentum,
@@ -64,7 +73,14 @@ from jaxsoa.integrators.steps import ode_rk4_step, rk4_step, semi_implicit_euler
 from jaxsoa.io.mjcf import load_mjcf
 from jaxsoa.io.urdf import load_urdf
 from jaxsoa.multibody.build import build_model
-from jaxsoa.multibody.config_space import configuration_derivative, integrate, neutral, random_configuration
+from jaxsoa.multibody.config_space import (
+    configuration_derivative,
+    difference,
+    integrate,
+    interpolate,
+    neutral,
+    random_configuration,
+)
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model, stack_models
 from jaxsoa.multibody.traversal import path_matrix, tree_traversal
@@ -77,12 +93,16 @@ __all__ = [
     "Model",
     "Trajectory",
     "aba",
+    "aba_derivatives",
     "aba_free_floating",
     "algorithms",
     "build_model",
     "center_of_mass",
     "center_of_mass_jacobian",
+    "centroidal_inertia",
     "centroidal_momentum",
+    "centroidal_momentum_matrix",
+    "centroidal_momentum_matrix_time_variation",
     "check_closure",
     "composite_inertias",
     "computed_torque",
@@ -92,23 +112,30 @@ __all__ = [
     "constraint_error",
     "constraint_jacobian",
     "constraints",
+    "coriolis_matrix",
     "crba",
     "critically_damped_gains",
     "diagnose_closure",
+    "difference",
     "forward_dynamics_constrained",
     "forward_dynamics_innovations",
     "forward_dynamics_operator",
     "forward_kinematics",
+    "frame_acceleration",
+    "frame_classical_acceleration",
     "frame_jacobian",
+    "frame_velocity",
     "from_virtual_base_state",
     "generalized_gravity",
     "generalized_jacobian",
     "integrate",
     "integrators",
+    "interpolate",
     "inverse_dynamics_constrained",
     "inverse_dynamics_operator",
     "io",
     "joint_jacobians",
+    "joint_jacobians_time_variation",
     "kinetic_energy",
     "link_accelerations",
     "link_velocities",
@@ -116,6 +143,7 @@ __all__ = [
     "load_urdf",
     "loop_closure",
     "mass_matrix_operator",
+    "minverse",
     "multibody",
     "neutral",
     "nonlinear_effects",
@@ -127,6 +155,7 @@ __all__ = [
     "random_configuration",
     "rk4_step",
     "rnea",
+    "rnea_derivatives",
     "rnea_free_floating",
     "rollout",
     "rollout_constrained",

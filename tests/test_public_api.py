@@ -277,6 +277,10 @@ def _multibody_cases():
         "multibody.configuration_derivative": on(multibody.configuration_derivative, "tree", "q v"),
         "multibody.dexp_inv": on(multibody.dexp_inv, "tree", "a v"),
         "multibody.integrate": on(multibody.integrate, "tree", "q v"),
+        "multibody.difference": Case(multibody.difference, lambda sy, k: (sy.free.model, sy.free.states[k]["q"],
+                                                                           sy.free.states[1 - k]["q"]), (None, 0, 0)),
+        "multibody.interpolate": Case(functools.partial(multibody.interpolate, u=0.3), lambda sy, k: (
+            sy.tree.model, sy.tree.states[k]["q"], sy.tree.states[1 - k]["q"]), (None, 0, 0)),
         "multibody.inward": pure(lambda trav, x: multibody.inward(trav, step_in, x, jnp.zeros(3)), tree, normal(4, 3),
                                  vmap=False),
         "multibody.joint_transform": pure(lambda a, q: multibody.joint_transform(JointType.REVOLUTE, a, q), axis,
@@ -324,6 +328,20 @@ def _algorithms_cases():
         "algorithms.forward_dynamics_operator": on(algorithms.forward_dynamics_operator, "tree", "q v tau f_ext"),
         "algorithms.forward_kinematics": on(algorithms.forward_kinematics, "tree", "q"),
         "algorithms.frame_jacobian": on(algorithms.frame_jacobian, "tree", "q", link=2),
+        "algorithms.frame_velocity": on(algorithms.frame_velocity, "tree", "q v", link=2, reference="world"),
+        "algorithms.frame_acceleration": on(algorithms.frame_acceleration, "tree", "q v a", link=2,
+                                            reference="local_world_aligned"),
+        "algorithms.frame_classical_acceleration": on(algorithms.frame_classical_acceleration, "tree", "q v a", link=2),
+        "algorithms.joint_jacobians_time_variation": on(algorithms.joint_jacobians_time_variation, "tree", "q v",
+                                                        reference="local"),
+        "algorithms.centroidal_momentum_matrix": on(algorithms.centroidal_momentum_matrix, "free", "q"),
+        "algorithms.centroidal_inertia": on(algorithms.centroidal_inertia, "free", "q"),
+        "algorithms.centroidal_momentum_matrix_time_variation": on(
+            algorithms.centroidal_momentum_matrix_time_variation, "free", "q v"),
+        "algorithms.minverse": on(algorithms.minverse, "tree", "q"),
+        "algorithms.coriolis_matrix": on(algorithms.coriolis_matrix, "tree", "q v"),
+        "algorithms.rnea_derivatives": on(algorithms.rnea_derivatives, "tree", "q v a f_ext"),
+        "algorithms.aba_derivatives": on(algorithms.aba_derivatives, "tree", "q v tau f_ext"),
         "algorithms.from_slots": Case(algorithms.from_slots, lambda sy, k: (sy.tree.model, normal(4, 3)(sy, k)),
                                       (None, 0)),
         "algorithms.from_virtual_base_state": pure(algorithms.from_virtual_base_state, normal(9), normal(9)),
@@ -790,7 +808,9 @@ CASES = {**_spatial_cases(), **_multibody_cases(), **_algorithms_cases(), **_con
 # the flexible arm) carry the `slow` marker
 SLOW = {f"{package}.{name}" for package, names in {
     "algorithms": """aba aba_free_floating bias_operator body_regressor center_of_mass center_of_mass_jacobian
-        centroidal_momentum crba kinetic_energy potential_energy
+        centroidal_momentum crba kinetic_energy potential_energy rnea_derivatives aba_derivatives minverse
+        coriolis_matrix centroidal_momentum_matrix centroidal_inertia centroidal_momentum_matrix_time_variation
+        frame_velocity frame_acceleration frame_classical_acceleration joint_jacobians_time_variation
         forward_dynamics_innovations forward_dynamics_operator frame_jacobian from_virtual_base_state
         generalized_force generalized_gravity generalized_jacobian hub_response innovations_factors
         inverse_dynamics_operator joint_jacobians joint_torque_regressor mass_matrix_operator
@@ -800,7 +820,7 @@ SLOW = {f"{package}.{name}" for package, names in {
         inverse_mass_columns project_state project_velocity stack_closures""",
     "integrators": """TopologySchedule rk4_step rollout rollout_constrained rollout_switching
         semi_implicit_euler_step""",
-    "multibody": """check_model configuration_derivative random_configuration""",
+    "multibody": """check_model configuration_derivative random_configuration difference interpolate""",
     "systems.flexible": """FlexibleModel HubBeamModes ReducedModel elastic_forces expand forward_dynamics
         forward_dynamics_driven forward_dynamics_modal forward_dynamics_reduced inverse_dynamics
         mechanical_energy modal_bias modal_driven_dynamics modal_energy modal_mass_matrix
@@ -825,6 +845,8 @@ TYPES = {
     "multibody.Traversal": lambda sy: sy.tree.model.traversal,
     "algorithms.DofSplit": lambda sy: algorithms.base_and_joint_dofs(sy.free.model),
     "algorithms.FreeFloatingInverseDynamics": "algorithms.rnea_free_floating",
+    "algorithms.RNEADerivatives": "algorithms.rnea_derivatives",
+    "algorithms.ABADerivatives": "algorithms.aba_derivatives",
     "algorithms.InnovationsFactors": "algorithms.innovations_factors",
     "algorithms.JointFrames": "algorithms.joint_frames",
     "algorithms.LinkMotion": "algorithms.link_motion",

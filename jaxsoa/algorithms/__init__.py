@@ -1,7 +1,25 @@
 """Rigid-body algorithms over a traced topology: kinematics, RNEA/ABA/CRBA, dense SOA operators, floating base,
 regressor."""
 
-from jaxsoa.algorithms import dynamics, energy, free_floating, kinematics, operators, regressor
+from jaxsoa.algorithms import (
+    centroidal,
+    derivatives,
+    dynamics,
+    dynamics_matrices,
+    energy,
+    frames,
+    free_floating,
+    jacobian_derivatives,
+    kinematics,
+    operators,
+    regressor,
+)
+from jaxsoa.algorithms.centroidal import (
+    centroidal_inertia,
+    centroidal_momentum_matrix,
+    centroidal_momentum_matrix_time_variation,
+)
+from jaxsoa.algorithms.derivatives import ABADerivatives, RNEADerivatives, aba_derivatives, rnea_derivatives
 from jaxsoa.algorithms.dynamics import (
     aba,
     composite_inertias,
@@ -11,7 +29,9 @@ from jaxsoa.algorithms.dynamics import (
     nonlinear_effects,
     rnea,
 )
+from jaxsoa.algorithms.dynamics_matrices import coriolis_matrix, minverse
 from jaxsoa.algorithms.energy import center_of_mass_jacobian, kinetic_energy, potential_energy
+from jaxsoa.algorithms.frames import frame_acceleration, frame_classical_acceleration, frame_velocity
 from jaxsoa.algorithms.free_floating import (
     DofSplit,
     FreeFloatingInverseDynamics,
@@ -25,6 +45,7 @@ from jaxsoa.algorithms.free_floating import (
     to_virtual_base_state,
     with_virtual_base,
 )
+from jaxsoa.algorithms.jacobian_derivatives import joint_jacobians_time_variation
 from jaxsoa.algorithms.kinematics import (
     JointFrames,
     LinkMotion,
@@ -80,6 +101,7 @@ from jaxsoa.algorithms.regressor import (
 
 __all__ = [
     "N_PARAMETERS",
+    "ABADerivatives",
     "DofSplit",
     "FreeFloatingInverseDynamics",
     "InnovationsFactors",
@@ -87,7 +109,9 @@ __all__ = [
     "LinkMotion",
     "LinkPlacements",
     "OperatorTerms",
+    "RNEADerivatives",
     "aba",
+    "aba_derivatives",
     "aba_free_floating",
     "base_and_joint_dofs",
     "bias_operator",
@@ -96,16 +120,27 @@ __all__ = [
     "body_regressor",
     "center_of_mass",
     "center_of_mass_jacobian",
+    "centroidal",
+    "centroidal_inertia",
     "centroidal_momentum",
+    "centroidal_momentum_matrix",
+    "centroidal_momentum_matrix_time_variation",
     "composite_inertias",
+    "coriolis_matrix",
     "crba",
+    "derivatives",
     "dynamics",
+    "dynamics_matrices",
     "energy",
     "floating_base",
     "forward_dynamics_innovations",
     "forward_dynamics_operator",
     "forward_kinematics",
+    "frame_acceleration",
+    "frame_classical_acceleration",
     "frame_jacobian",
+    "frame_velocity",
+    "frames",
     "free_floating",
     "from_slots",
     "from_virtual_base_state",
@@ -118,8 +153,10 @@ __all__ = [
     "inertial_parameters",
     "innovations_factors",
     "inverse_dynamics_operator",
+    "jacobian_derivatives",
     "joint_frames",
     "joint_jacobians",
+    "joint_jacobians_time_variation",
     "joint_torque_regressor",
     "kinematics",
     "kinetic_energy",
@@ -128,6 +165,7 @@ __all__ = [
     "link_spatial_inertia",
     "link_velocities",
     "mass_matrix_operator",
+    "minverse",
     "motion_pass",
     "motion_subspaces",
     "nonlinear_effects",
@@ -140,6 +178,7 @@ __all__ = [
     "random_regressor",
     "regressor",
     "rnea",
+    "rnea_derivatives",
     "rnea_free_floating",
     "rotational_inertia",
     "spatial_inertia_from_parameters",

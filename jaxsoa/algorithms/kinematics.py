@@ -182,22 +182,22 @@ def joint_jacobians_at(model: Model, placements: LinkPlacements, reference="worl
     return to_link(R_world_link, p_world_link, J_world)
 
 
-def _valid_link(model: Model, link, J):
-    """J, NaN where a traced `link` lies outside [0, n)."""
+def valid_link(model: Model, link, J):
+    """J (any shape), NaN where a traced `link` lies outside [0, n) (a static one is checked by the entry point)."""
     return J if isinstance(link, int) else nan_unless((link >= 0) & (link < model.n_links), J)
 
 
 def _frame_jacobian_batched(model: Model, q, link, reference="local"):
     """`frame_jacobian` of a batch q (B, nq) on the batch-last core: (B, 6, nv), that link's columns only."""
     J = batch_last_crba.link_jacobians(model, q, jnp.reshape(link, (1,)), reference)[:, 0]
-    return _valid_link(model, link, J)
+    return valid_link(model, link, J)
 
 
 @entry_point(q='q', link='link', batched=BatchedPath(batch_last_crba.supports, _frame_jacobian_batched))
 def frame_jacobian(model: Model, q, link: int, reference="local"):
     """(6, nv) Jacobian of link `link`'s spatial velocity; see `joint_jacobians`. A traced `link`
     outside [0, n) gives NaN (a static one raises `ValueError`)."""
-    return _valid_link(model, link, joint_jacobians(model, q, reference)[link])
+    return valid_link(model, link, joint_jacobians(model, q, reference)[link])
 
 
 def welded_to_world(model: Model):

@@ -1,8 +1,10 @@
 """Configuration space: neutral and random configurations, integration q ⊕ v on the joints'
-Lie groups (quaternions stay unit), the time derivative q̇(q, v) and the inverse differential
-of the exponential used by the manifold Runge–Kutta steps.
+Lie groups (quaternions stay unit), its inverse q1 ⊖ q0 and the geodesic interpolation, the time
+derivative q̇(q, v) and the inverse differential of the exponential used by the manifold
+Runge–Kutta steps.
 
-Pinocchio's names: `neutral`, `random_configuration` (`randomConfiguration`), `integrate`.
+Pinocchio's names: `neutral`, `random_configuration` (`randomConfiguration`), `integrate`,
+`difference`, `interpolate`.
 
 Every per-joint-type rule lives in `_RULES` below, one `_LieGroup` per `JointType`: a new joint
 type adds its member in `jaxsoa.multibody.joints` and its row here. The public functions apply
@@ -21,7 +23,13 @@ from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.scalars import check_scalar
 from jaxsoa.spatial.algebra import skew
-from jaxsoa.spatial.rotation import quat_exp, quat_multiply, quat_normalize, quat_to_rotation
+from jaxsoa.spatial.rotation import (
+    log_so3,
+    quat_exp,
+    quat_multiply,
+    quat_normalize,
+    quat_to_rotation,
+)
 
 
 class _LieGroup(NamedTuple):
@@ -33,12 +41,14 @@ class _LieGroup(NamedTuple):
     integrate(q (k, nq), v (k, nv)) -> q ⊕ v (k, nq).
     dexp_inv(δ (k, nv), v (k, nv)) -> δ̇ (k, nv), or None where the group is a vector space (δ̇ = v).
     quaternion: the q columns holding a unit quaternion (x, y, z, w), or None.
+    difference(q0 (k, nq), q1 (k, nq)) -> v (k, nv) with integrate(q0, v) = q1, the shortest such v.
     """
     neutral: tuple
     random: Callable
     integrate: Callable
     dexp_inv: Callable | None = None
     quaternion: slice | None = None
+    difference: Callable | None = None
 
 
 def _random_quaternions(key, k, dtype):
@@ -63,16 +73,53 @@ def _integrate_free(q, v):
     return jnp.concatenate([q[:, :3] + jnp.einsum("kij,kj->ki", R, step), _integrate_spherical(quat, ang)], -1)
 
 
-def _so3_left_jacobian(w):
-    """(k, 3) -> (k, 3, 3): V(ω) = I + (1−cosθ)/θ² ω̂ + (θ−sinθ)/θ³ ω̂²."""
+def _theta_coefficient(w, series, exact):
+    """(k, 3) -> (k, 1, 1): a function of θ = |ω|, from its Taylor series `series(θ²)` where θ² < 1e-8 and
+    `exact(θ, θ²)` elsewhere (double where: `exact` never sees θ = 0, so gradients stay finite there)."""
     theta2 = jnp.sum(w * w, -1)[:, None, None]
     small = theta2 < 1e-8
-    theta = jnp.sqrt(jnp.where(small, 1.0, theta2))
-    a = jnp.where(small, 0.5 - theta2 / 24.0, (1 - jnp.cos(theta)) / jnp.where(small, 1.0, theta2))
-    b = jnp.where(small, 1.0 / 6.0 - theta2 / 120.0, (theta - jnp.sin(theta)) / (theta * jnp.where(small, 1.0, theta2)))
+    theta2_safe = jnp.where(small, 1.0, theta2)
+    return jnp.where(small, series(theta2), exact(jnp.sqrt(theta2_safe), theta2_safe))
+
+
+def _so3_quadratic(w, a, b):
+    """(k, 3) -> (k, 3, 3): I + a ω̂ + b ω̂²."""
     w_hat = skew(w)
     eye = jnp.broadcast_to(jnp.eye(3, dtype=w.dtype), w_hat.shape)
     return eye + a * w_hat + b * (w_hat @ w_hat)
+
+
+def _so3_left_jacobian(w):
+    """(k, 3) -> (k, 3, 3): V(ω) = I + (1−cosθ)/θ² ω̂ + (θ−sinθ)/θ³ ω̂²."""
+    a = _theta_coefficient(w, lambda t2: 0.5 - t2 / 24.0, lambda t, t2: (1 - jnp.cos(t)) / t2)
+    b = _theta_coefficient(w, lambda t2: 1.0 / 6.0 - t2 / 120.0, lambda t, t2: (t - jnp.sin(t)) / (t * t2))
+    return _so3_quadratic(w, a, b)
+
+
+def _so3_left_jacobian_inverse(w):
+    """(k, 3) -> (k, 3, 3): V(ω)⁻¹ = I − ½ ω̂ + (1 − (θ/2) cot(θ/2))/θ² ω̂², for θ ≤ π (singular at 2π)."""
+    c = _theta_coefficient(w, lambda t2: 1.0 / 12.0 + t2 / 720.0,
+                           lambda t, t2: (1 - 0.5 * t * jnp.cos(0.5 * t) / jnp.sin(0.5 * t)) / t2)
+    return _so3_quadratic(w, -0.5, c)
+
+
+def _difference_spherical(q0, q1):
+    """log3(R0ᵀ R1): the rotation vector of angle ≤ π (R(q) = R(−q): the double cover drops out)."""
+    R0, R1 = quat_to_rotation(quat_normalize(q0)), quat_to_rotation(quat_normalize(q1))
+    return log_so3(jnp.einsum("kji,kjl->kil", R0, R1))                             # ω = log3(R0ᵀ R1)
+
+
+def _difference_free(q0, q1):
+    """log6(M0⁻¹ M1), body twist [v; ω]: ω = log3(R0ᵀ R1), v = V(ω)⁻¹ R0ᵀ (p1 − p0) (inverse of `_integrate_free`)."""
+    ang = _difference_spherical(q0[:, 3:], q1[:, 3:])                              # ω = log3(R0ᵀ R1)
+    R0 = quat_to_rotation(quat_normalize(q0[:, 3:]))
+    p_rel = jnp.einsum("kji,kj->ki", R0, q1[:, :3] - q0[:, :3])                    # R0ᵀ (p1 − p0)
+    lin = jnp.einsum("kij,kj->ki", _so3_left_jacobian_inverse(ang), p_rel)        # v = V(ω)⁻¹ R0ᵀ Δp
+    return jnp.concatenate([lin, ang], -1)
+
+
+def _subtract(q0, q1):
+    return q1 - q0
 
 
 def _dexp_inv_series(bracket, delta, v):
@@ -93,15 +140,16 @@ def _se3_bracket(d, y):
 
 _RULES = {
     JointType.FIXED: _LieGroup((), lambda u, *_: u, lambda q, v: q),
-    JointType.REVOLUTE: _LieGroup((0.0,), lambda u, *_: u, lambda q, v: q + v),
+    JointType.REVOLUTE: _LieGroup((0.0,), lambda u, *_: u, lambda q, v: q + v, difference=_subtract),
     JointType.PRISMATIC: _LieGroup((0.0,), lambda u, k_rot, k_pos, angle, position: u * position / angle,
-                                   lambda q, v: q + v),
+                                   lambda q, v: q + v, difference=_subtract),
     JointType.SPHERICAL: _LieGroup((0.0, 0.0, 0.0, 1.0),
                                    lambda u, k_rot, *_: _random_quaternions(k_rot, u.shape[0], u.dtype),
                                    _integrate_spherical,
-                                   lambda d, v: _dexp_inv_series(_so3_bracket, d, v), slice(0, 4)),
+                                   lambda d, v: _dexp_inv_series(_so3_bracket, d, v), slice(0, 4),
+                                   _difference_spherical),
     JointType.FREE: _LieGroup((0.0,) * 6 + (1.0,), _random_free, _integrate_free,
-                              lambda d, v: _dexp_inv_series(_se3_bracket, d, v), slice(3, 7)),
+                              lambda d, v: _dexp_inv_series(_se3_bracket, d, v), slice(3, 7), _difference_free),
 }
 
 
@@ -145,6 +193,30 @@ def integrate(model: Model, q, v):
         cols, vcols = model.q_columns(joint_type), model.v_columns(joint_type)
         out = out.at[cols].set(group.integrate(q[cols], v[vcols]))
     return out
+
+
+@entry_point(q0='q', q1='q')
+def difference(model: Model, q0, q1):
+    """q1 ⊖ q0: the velocity v (nv,) with integrate(q0, v) = q1 (Pinocchio's `difference`). (nq,), (nq,) -> (nv,).
+
+    1-DoF joints: q1 − q0, not wrapped (a revolute joint's angle is one real number, so 2π apart
+    is a full turn, not zero); spherical joints: log3(R0ᵀ R1); free joints: log6(M0⁻¹ M1) as the body
+    twist [v; ω], the inverse of `integrate`'s SE(3) exponential. Rotations take the shortest path
+    (angle ≤ π; a quaternion and its negative give the same v); exactly at π the axis sign is either.
+    Differentiable with finite gradients at q0 = q1."""
+    out = jnp.zeros((model.nv,), q0.dtype)
+    for joint_type, group in _types(model):
+        cols, vcols = model.q_columns(joint_type), model.v_columns(joint_type)
+        out = out.at[vcols].set(group.difference(q0[cols], q1[cols]))   # v_k = q1_k ⊖ q0_k
+    return out
+
+
+@entry_point(q0='q', q1='q')
+def interpolate(model: Model, q0, q1, u):
+    """q0 ⊕ u (q1 ⊖ q0): the geodesic from q0 (u = 0) to q1 (u = 1), per joint (Pinocchio's
+    `interpolate`); u a real scalar (outside [0, 1] extrapolates). (nq,), (nq,), () -> (nq,)."""
+    u = jnp.asarray(check_scalar("u", u), q0.dtype)
+    return integrate(model, q0, u * difference(model, q0, q1))      # q0 ⊕ u (q1 ⊖ q0)
 
 
 @entry_point(q='q', v='v')
