@@ -73,10 +73,19 @@ def implicit_dynamics(solve: Callable, residual: Callable, operators: Callable) 
         matvec, solve_A, transpose_solve_A = operators(p, x, aux)
         x_dot = jax.lax.custom_linear_solve(matvec, r_dot, solve_A, transpose_solve_A,
                                             symmetric=transpose_solve_A is None)    # ẋ = A⁻¹ ∂r/∂p · ṗ
-        return x, x_dot
+        return x, _tied(x_dot)
 
     f.defjvp(f_jvp, symbolic_zeros=True)        # arguments not differentiated stay out of r's tangent
     return f
+
+
+def _tied(blocks):
+    """Each block + 0 · Σ of every block (the same values). Its transpose gives every block a cotangent that
+    depends on the others', so a block the caller drops (λ of a closed loop) does not reach the transposed
+    linear solve as a constant zero, whose derivative JAX's `custom_linear_solve` JVP cannot take
+    (forward over reverse and reverse over reverse: `jax.hessian`)."""
+    tie = sum(jnp.sum(b) for b in jax.tree.leaves(blocks)) * 0
+    return jax.tree.map(lambda b: b + tie.astype(b.dtype), blocks)
 
 
 def _is_zero(tangent):

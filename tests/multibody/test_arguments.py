@@ -77,6 +77,8 @@ def _call_arguments(name, fn, model):
         kwargs.update(kp=1.0, kd=1.0)
     if "actuated" in params:
         kwargs["actuated"] = jnp.ones(model.nv, bool)
+    if "u" in params:                                       # interpolate's fraction of the way
+        kwargs["u"] = 0.5
     return kwargs
 
 
