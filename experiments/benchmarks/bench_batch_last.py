@@ -58,8 +58,11 @@ def _dtypes(text):
     return names
 
 
-def _robots(text):
-    names = [x for x in text.split(",") if x]
+def robot_list(text):
+    """argparse type: a comma-separated list of `ROBOT_NAMES` (ArgumentTypeError naming the unknown one)."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of robots, got {text!r}")
     for name in names:
         if name not in ROBOT_NAMES:
             raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(sorted(ROBOT_NAMES))}")
@@ -72,7 +75,7 @@ def parse_args(argv=None):
                    help="comma-separated batch sizes (default 1024,8192)")
     p.add_argument("--dtypes", type=_dtypes, default=["float32", "float64"],
                    help="comma-separated dtypes (default float32,float64)")
-    p.add_argument("--robots", type=_robots, default=["panda"],
+    p.add_argument("--robots", type=robot_list, default=["panda"],
                    help=f"comma-separated robots of {', '.join(sorted(ROBOT_NAMES))} (default panda)")
     p.add_argument("--rounds", type=positive_int, default=7, help="interleaved timed rounds (default 7)")
     p.add_argument("--target-s", type=positive_float, default=0.05, help="approximate duration of one case in a round")

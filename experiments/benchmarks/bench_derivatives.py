@@ -35,7 +35,7 @@ import numpy as np
 
 from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_float, positive_int, progress
 from experiments.benchmarks import bench_common as bc
-from experiments.benchmarks.bench_batch_last import interleaved
+from experiments.benchmarks.bench_batch_last import interleaved, robot_list
 from experiments.benchmarks.robot_models import ROBOT_NAMES, jaxsoa_model, pinocchio_model, robot_inputs
 
 RESULTS = Path(__file__).parent / "results"
@@ -51,19 +51,9 @@ CHECK_SAMPLES = 4                              # samples of the correctness chec
 CENTROIDAL_ROWS = [3, 4, 5, 0, 1, 2]           # Pinocchio's [linear; angular] -> jaxsoa's [angular; linear]
 
 
-def _robots(text):
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of robots, got {text!r}")
-    for name in names:
-        if name not in ROBOT_NAMES:
-            raise argparse.ArgumentTypeError(f"{name!r} is not one of {', '.join(sorted(ROBOT_NAMES))}")
-    return names
-
-
 def parse_args(argv=None):
     p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--robots", type=_robots, default=["panda", "solo12"],
+    p.add_argument("--robots", type=robot_list, default=["panda", "solo12"],
                    help=f"comma-separated robots of {', '.join(sorted(ROBOT_NAMES))} (default panda,solo12)")
     p.add_argument("--batch", type=positive_int, default=1024, help="samples per call (default 1024)")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
