@@ -84,7 +84,10 @@ def _tied(blocks):
     depends on the others', so a block the caller drops (λ of a closed loop) does not reach the transposed
     linear solve as a constant zero, whose derivative JAX's `custom_linear_solve` JVP cannot take
     (forward over reverse and reverse over reverse: `jax.hessian`)."""
-    tie = sum(jnp.sum(b) for b in jax.tree.leaves(blocks)) * 0
+    leaves = jax.tree.leaves(blocks)
+    if len(leaves) == 1:                              # ABA's q̈: no block to drop, nothing added to its hot path
+        return blocks
+    tie = sum(jnp.sum(b) for b in leaves) * 0
     return jax.tree.map(lambda b: b + tie.astype(b.dtype), blocks)
 
 

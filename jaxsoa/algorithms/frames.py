@@ -21,13 +21,15 @@ from jaxsoa.multibody.model import Model
 from jaxsoa.spatial.algebra import act_motion
 
 
-def _express(model: Model, q, link, reference, motion_local):
-    """A (6,) link-frame motion vector of `link` expressed in `reference` (module docstring)."""
+def _express(model: Model, q, link, reference, *motions_local):
+    """(6,) link-frame motion vectors of `link` expressed in `reference` (module docstring), one forward
+    kinematics pass for all of them: a tuple, one (6,) per argument."""
     if reference == "local":
-        return motion_local
+        return motions_local
     R_world_link, p_world_link = (x[link] for x in forward_kinematics(model, q))
     origin = p_world_link if reference == "world" else jnp.zeros_like(p_world_link)
-    return act_motion(R_world_link, origin, motion_local)       # X_world_link V, or [R ω; R v] at the link origin
+    return tuple(act_motion(R_world_link, origin, m)            # X_world_link V, or [R ω; R v] at the link origin
+                 for m in motions_local)
 
 
 def _link_motion_at(model: Model, q, v, a, link):
@@ -41,7 +43,7 @@ def frame_velocity(model: Model, q, v, link: int, reference="local"):
     """(6,) spatial velocity `[ω; v]` of link `link` in `reference` (Pinocchio's `getFrameVelocity`)."""
     check_reference_frame(reference)
     velocity, _ = _link_motion_at(model, q, v, jnp.zeros_like(v), link)
-    return valid_link(model, link, _express(model, q, link, reference, velocity))
+    return valid_link(model, link, _express(model, q, link, reference, velocity)[0])
 
 
 @entry_point(q='q', v='v', a='v', link='link')
@@ -50,7 +52,7 @@ def frame_acceleration(model: Model, q, v, a, link: int, reference="local"):
     `getFrameAcceleration`): the time derivative of the spatial velocity field, not of a point's velocity."""
     check_reference_frame(reference)
     _, acceleration = _link_motion_at(model, q, v, a, link)
-    return valid_link(model, link, _express(model, q, link, reference, acceleration))
+    return valid_link(model, link, _express(model, q, link, reference, acceleration)[0])
 
 
 @entry_point(q='q', v='v', a='v', link='link')
@@ -60,7 +62,7 @@ def frame_classical_acceleration(model: Model, q, v, a, link: int, reference="lo
     "world", that of the body point at the world origin)."""
     check_reference_frame(reference)
     velocity, acceleration = _link_motion_at(model, q, v, a, link)
-    V, A = (_express(model, q, link, reference, x) for x in (velocity, acceleration))
+    V, A = _express(model, q, link, reference, velocity, acceleration)
     # p̈ = a + ω × v:  the linear part of the spatial acceleration plus the Coriolis-like term
     classical = jnp.concatenate([A[:3], A[3:] + jnp.cross(V[:3], V[3:])])
     return valid_link(model, link, classical)
