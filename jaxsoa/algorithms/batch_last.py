@@ -2,11 +2,14 @@
 call `aba(model, q[B, nq], …)` takes (RNEA: `jaxsoa.algorithms.batch_last_rnea`) for every joint type
 (`batch_last_frames.supports`) with free joints on the world (roots, or children of a root welded to
 the world); a concrete tree with a free joint elsewhere runs the per-sample recursions under
-`jax.vmap`. Same equations as `jaxsoa.algorithms.dynamics` (Featherstone's ABA with armature and
-link-frame external wrenches), written per link on lists of (B,) arrays. A free joint must be on the
-world for ABA (its 6x6 articulated inertia is solved after the inward pass, from its parent's
-acceleration, which is then known; elsewhere the result is NaN); RNEA takes it anywhere. A spherical
-joint (anywhere) is eliminated inside the link step as three 1-DoF columns e_z, e_y, e_x in its own
+`jax.vmap`, and a traced one runs `lax.cond(free_joints_valid, this path, the per-sample recursions)`
+(`jaxsoa.multibody.batched.guarded`, at `aba`'s entry point). Same equations as
+`jaxsoa.algorithms.dynamics` (Featherstone's ABA with armature and link-frame external wrenches),
+written per link on lists of (B,) arrays. A free joint must be on the world for ABA (its 6x6
+articulated inertia is solved after the inward pass, from its parent's acceleration, which is then
+known; elsewhere the result here is NaN, which the entry point's `lax.cond` never returns); RNEA takes
+it anywhere. A spherical joint (anywhere) is eliminated inside the link step as three 1-DoF columns
+e_z, e_y, e_x in its own
 frame (`_ball_eliminations`), which is its 3×3 articulated-body step; models without one compile the
 1-DoF step only.
 
@@ -31,6 +34,7 @@ from jaxsoa.multibody.model import Model
 from jaxsoa.spatial import batch_last as sp
 
 supports = fr.supports
+free_joints_valid = fr.free_joints_valid
 SAVED = "aba_factor"
 """The name of q̈ and the `Factor`: the only values of a leading-batch ABA that its adjoint's reverse mode
 keeps (`BatchedPath.saves`); the model's per-link data, frames and indices are recomputed."""

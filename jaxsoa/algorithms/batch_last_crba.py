@@ -23,6 +23,7 @@ import numpy as np
 from jaxsoa.algorithms import batch_last_frames as fr
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import check_reference_frame
+from jaxsoa.multibody.batched import in_per_sample_only
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.traversal import path_matrix
@@ -34,8 +35,8 @@ FREE_SPATIAL_INDEX = (3, 4, 5, 0, 1, 2)      # a free joint's v = [linear; angul
 
 def supports(model: Model) -> bool:
     """Whether the batch-last CRBA handles `model`: every joint fixed, revolute, prismatic, spherical or
-    free (a free joint need not be a root here)."""
-    return all(JointType(t) in fr.HANDLED for t in model.joint_types)
+    free (a free joint need not be a root here); False while `per_sample_only` is active."""
+    return not in_per_sample_only() and all(JointType(t) in fr.HANDLED for t in model.joint_types)
 
 
 def composite_inertias(model: Model, d: fr.LinkData, R, p, batch: int):

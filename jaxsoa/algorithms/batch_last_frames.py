@@ -20,6 +20,7 @@ import numpy as np
 
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import SHAPES, batch_shape
+from jaxsoa.multibody.batched import in_per_sample_only
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model, link_inertia, link_placement, model_batch
 from jaxsoa.spatial import batch_last as sp
@@ -32,13 +33,22 @@ BALL_AXES = (2, 1, 0)
 
 def supports(model: Model) -> bool:
     """Whether the batch-last path handles `model`: every joint fixed, revolute, prismatic, spherical or free,
-    and, where the topology is concrete, every free joint on the world (`free_on_world`; a traced topology
-    with a free joint elsewhere gives a NaN forward dynamics)."""
-    if not all(JointType(t) in HANDLED for t in model.joint_types):
+    and, where the topology is concrete, every free joint on the world (`free_on_world`; for a traced topology
+    ABA's entry decides at run time, `free_joints_valid`). False while `per_sample_only` is active."""
+    if in_per_sample_only() or not all(JointType(t) in HANDLED for t in model.joint_types):
         return False
     if isinstance(model.parent, jax.core.Tracer):
         return True
     return bool(np.all(free_on_world(model, np)))
+
+
+def free_joints_valid(model: Model):
+    """None where ABA's batch-last result holds for `model` whatever its values (no free joint, or a concrete
+    topology, which `supports` has checked), else the traced scalar "every free joint on the world" of the
+    traced topology (of every model of a stack): ABA's `BatchedPath.valid`."""
+    if not len(free_links(model)) or not isinstance(model.parent, jax.core.Tracer):
+        return None
+    return jnp.all(free_on_world(model))
 
 
 def free_on_world(model: Model, xp=jnp):

@@ -136,7 +136,8 @@ _aba_adjoint_per_sample = adjoint_forward_dynamics(_aba_recursion, rnea)
              batched=BatchedPath(batch_last.supports, batch_last.aba, stacked=True, reverse=True,
                                  saves=batch_last.SAVED, residuals=(batch_last_vmap.aba_forward,
                                                                     batch_last_vmap.aba_given,
-                                                                    batch_last_vmap.aba_placeholder)))
+                                                                    batch_last_vmap.aba_placeholder),
+                                 valid=batch_last.free_joints_valid))
 def aba(model: Model, q, v, tau, f_ext=None):
     """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm
     (innovations form of docs/derivations.md), (nv,). Differentiated by its adjoint

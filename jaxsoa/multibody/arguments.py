@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsoa.multibody.batched import BatchedPath, run_batched
+from jaxsoa.multibody.batched import BatchedPath, guarded, run_batched
 from jaxsoa.multibody.model import Model, model_batch
 from jaxsoa.multibody.scalars import check_positive_steps, check_time_step
 from jaxsoa.multibody.vmap_rule import vmappable_call
@@ -221,13 +221,17 @@ def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
             raise ValueError(f"{fn.__name__}: argument '{name}' has batch shape {batches[name]}, but "
                              f"'{model_name}' is a stack of {stacked[0]} models: expected {stacked} or no batch axes")
     model = arguments[model_name]
-    if batched is not None and batched.stacked and stacked[0] > 0 and batched.supports(model):
-        return run_batched(batched, model, arguments, _trailing(specs, model), stacked, model_name)
 
     def per_sample(model_b, *xs):
         return fn(**{**arguments, model_name: model_b, **dict(zip(names, xs, strict=True))})
 
-    return jax.vmap(per_sample)(model, *(arguments[name] for name in names))
+    def mapped():
+        return jax.vmap(per_sample)(model, *(arguments[name] for name in names))
+
+    if batched is not None and batched.stacked and stacked[0] > 0 and batched.supports(model):
+        return guarded(batched, model, lambda: run_batched(batched, model, arguments, _trailing(specs, model),
+                                                           stacked, model_name), mapped)
+    return mapped()
 
 
 def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
@@ -258,20 +262,25 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
             if not batched_names and batched is not None and batched.supports(model):
                 kinds = {name: "state" for name, kind in specs.items() if kind in SHAPES}
                 kinds |= {model_name: "model"} if batched.stacked else {}
-                return vmappable_call(checked, fn, arguments, kinds, batched.reverse, batched.residuals)
+                residuals = batched.residuals if batched.valid is None or batched.valid(model) is None else None
+                return vmappable_call(checked, fn, arguments, kinds, batched.reverse, residuals)
             if not batched_names:
                 return fn(*bound.args, **bound.kwargs)
             lead = batches[batched_names[0]]
-            if batched is not None and np.prod(lead) > 0 and batched.supports(model):
-                return run_batched(batched, model, arguments, _trailing(specs, model), lead)
 
             def per_sample(*xs):
                 return fn(**{**arguments, **dict(zip(batched_names, xs, strict=True))})
 
-            mapped = per_sample
-            for _ in lead:
-                mapped = jax.vmap(mapped)
-            return mapped(*(arguments[name] for name in batched_names))
+            def mapped():
+                function = per_sample
+                for _ in lead:
+                    function = jax.vmap(function)
+                return function(*(arguments[name] for name in batched_names))
+
+            if batched is not None and np.prod(lead) > 0 and batched.supports(model):
+                return guarded(batched, model, lambda: run_batched(batched, model, arguments,
+                                                                   _trailing(specs, model), lead), mapped)
+            return mapped()
 
         checked.argument_kinds = dict(specs)          # read by the documentation and the tests
         return checked

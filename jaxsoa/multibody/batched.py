@@ -1,6 +1,8 @@
 """The whole-batch paths of the entry points (`jaxsoa.multibody.arguments.entry_point`): `BatchedPath`, and
 running one on a leading batch in chunks of `BATCH_CHUNK` samples (docs/performance.md, "Chunks")."""
 
+import contextlib
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -23,7 +25,10 @@ class BatchedPath(NamedTuple):
     the values of `fn` that reverse mode keeps per chunk when the batch is chunked (the rest is recomputed
     before the chunk's backward pass; without a name, all of it); `residuals`: with `reverse`, the
     (forward, given, placeholder) functions with which reverse mode under `jax.vmap` keeps the forward's
-    residuals instead of recomputing them (`jaxsoa.multibody.vmap_rule.vmap_to_batch`)."""
+    residuals instead of recomputing them (`jaxsoa.multibody.vmap_rule.vmap_to_batch`); `valid(model)`: None
+    where `supports` settles it, or a traced boolean scalar where `fn`'s result holds only for some values of a
+    traced model (ABA: every free joint on the world), in which case the call is
+    `lax.cond(valid, fn, the per-sample function under per_sample_only())` (`guarded`)."""
     supports: Callable
     fn: Callable
     stacked: bool = False
@@ -31,6 +36,42 @@ class BatchedPath(NamedTuple):
     chunk: Callable | None = None
     saves: str | None = None
     residuals: tuple | None = None
+    valid: Callable | None = None
+
+
+_context = threading.local()
+
+
+@contextlib.contextmanager
+def per_sample_only():
+    """While active (tracing), the `supports` of the batch-last paths answer False, so every entry point
+    runs its per-sample function: the fallback branch of `guarded`, which must not reach the whole-batch
+    path it stands in for."""
+    before = getattr(_context, "per_sample_only", False)
+    _context.per_sample_only = True
+    try:
+        yield
+    finally:
+        _context.per_sample_only = before
+
+
+def in_per_sample_only() -> bool:
+    """Whether `per_sample_only` is active."""
+    return getattr(_context, "per_sample_only", False)
+
+
+def guarded(path: BatchedPath, model: Model, whole_batch: Callable, per_sample: Callable):
+    """whole_batch(), or, where `path.valid(model)` is a traced predicate, lax.cond(valid, whole_batch,
+    per_sample) with per_sample traced under `per_sample_only` (both compiled, one runs)."""
+    valid = None if path.valid is None else path.valid(model)
+    if valid is None:
+        return whole_batch()
+
+    def fallback(_):
+        with per_sample_only():
+            return per_sample()
+
+    return jax.lax.cond(valid, lambda _: whole_batch(), fallback, None)
 
 
 BATCH_CHUNK = 512
