@@ -12,9 +12,15 @@
 * Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced.
 * A body on a moving joint (or the free-flyer root) that carries no `<inertial>`, neither its own
   nor one of a link fixed to it, raises `ValueError` naming the link (its joint's row of M(q) would
-  lack that body's inertia); so do planar URDF joints, which jaxsoa does not model. A `floating`
-  joint is a free joint (Pinocchio's free flyer) wherever it is; ABA takes it on the batch-last core
-  at a root or on a root welded to the world, elsewhere on the per-sample recursion.
+  lack that body's inertia).
+* A `floating` joint is a free joint (Pinocchio's free flyer) wherever it is; ABA takes it on the
+  batch-last core at a root or on a root welded to the world, elsewhere on the per-sample recursion.
+* A `planar` joint is a planar joint (Pinocchio's `JointModelPlanar`: q = (x, y, cos θ, sin θ),
+  v = (v_x, v_y, ω) in the child frame) moving in its joint frame's x-y plane; its `<axis>` (the
+  plane's normal) must be `0 0 1` (`jaxsoa.io.urdf_xml`: Pinocchio ignores it). Leading-batch calls
+  on a model with planar joints run per sample (the batch-last core does not take them).
+* Joint limits, effort, velocity and `<dynamics>` (damping, friction) are not part of a `Model`
+  and are not read, for any joint type.
 * `check_inertia="warn"` loads what Pinocchio loads: such a body gets zero inertia, and an inertia
   that is not positive semi-definite or breaks the triangle inequality (several example-robot-data
   robots carry them: ANYmal, Go1, B1, HyQ, PR2, TIAGo) is a `UserWarning` naming the link instead
@@ -39,7 +45,7 @@ from jaxsoa.multibody.build import build_model, check_inertia_option, inconsiste
 from jaxsoa.multibody.joints import JointType
 
 _MOVING = {"revolute": JointType.REVOLUTE, "continuous": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC,
-           "floating": JointType.FREE}
+           "floating": JointType.FREE, "planar": JointType.PLANAR}
 
 
 def _link_inertia(link):

@@ -9,11 +9,13 @@ and its field. Checked:
   one `<mass value>` (finite, ≥ 0) and exactly one `<inertia>` with all six moments (finite), the
   link's own inertia positive semi-definite with the triangle inequality (a link merged through a
   fixed joint is checked before merging, where its error could hide in its parent's);
-* joints: a unique, non-empty name; a URDF type (planar is refused: jaxsoa does not model it);
-  exactly one `<parent link>` and `<child link>`, both naming links of the file; at
-  most one of each other child element; `<limit>` with `effort` and `velocity` on revolute and
-  prismatic joints (the URDF specification requires them); `<axis>` with an `xyz`; a `<mimic>`
-  naming a joint of the file;
+* joints: a unique, non-empty name; a URDF type; a planar joint's `<axis>` (the plane's normal)
+  `0 0 1`, up to scale (Pinocchio's `JointModelPlanar` moves in the joint frame's x-y plane and its
+  URDF parser ignores the axis, so any other normal, the URDF default `1 0 0` of an omitted `<axis>`
+  included, is refused rather than dropped); exactly one `<parent link>` and `<child link>`, both
+  naming links of the file; at most one of each other child element; `<limit>` with `effort` and
+  `velocity` on revolute and prismatic joints (the URDF specification requires them); `<axis>` with
+  an `xyz`; a `<mimic>` naming a joint of the file;
 * numbers: `xyz` / `rpy` of an `<origin>` and `xyz` of an `<axis>` are three finite numbers, every
   other numeric attribute of the elements above one finite number;
 * the tree: every link the child of at most one joint, no cycle, exactly one root link.
@@ -30,7 +32,7 @@ import numpy as np
 from lxml import etree
 
 JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
-UNSUPPORTED_JOINT_TYPES = ("planar",)
+PLANAR_NORMAL = (0.0, 0.0, 1.0)
 _MOMENTS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 # element -> {attribute: number of values}; required attributes are listed in _REQUIRED
 _NUMBERS = {
@@ -126,10 +128,10 @@ def _check_joint(path, joint, links, joints):
     jtype = joint.get("type")
     if jtype not in JOINT_TYPES:
         _fail(path, what, joint, f"type {jtype!r} is not a URDF joint type {JOINT_TYPES}")
-    if jtype in UNSUPPORTED_JOINT_TYPES:
-        _fail(path, what, joint, f"type '{jtype}' is not supported")
     for tag in _JOINT_CHILDREN:
         _single(path, what, joint, tag, required=tag in ("parent", "child"))
+    if jtype == "planar":
+        _check_planar_normal(path, what, joint)
     for tag in ("parent", "child"):
         link = joint.find(tag).get("link")
         if link not in links:
@@ -142,6 +144,19 @@ def _check_joint(path, joint, links, joints):
     mimic = joint.find("mimic")
     if mimic is not None and mimic.get("joint") not in joints:
         _fail(path, what, mimic, f"<mimic> names joint '{mimic.get('joint')}', not a joint of the file")
+
+
+def _check_planar_normal(path, what, joint):
+    """A planar joint's `<axis>` is `0 0 1` up to scale (module docstring); ValueError otherwise."""
+    axis = joint.find("axis")
+    normal = np.array([1.0, 0.0, 0.0]) if axis is None else _numbers(path, what, axis, "xyz", 3)   # URDF default
+    with np.errstate(invalid="ignore"):
+        unit = normal / np.linalg.norm(normal)                                                     # n / |n|
+    if not np.allclose(unit, PLANAR_NORMAL, rtol=0.0, atol=1e-9):
+        given = "no <axis> (the URDF default 1 0 0)" if axis is None else f"<axis xyz={axis.get('xyz')!r}>"
+        _fail(path, what, joint if axis is None else axis,
+              f"a planar joint moves in its frame's x-y plane (Pinocchio's JointModelPlanar), so its <axis> "
+              f"(the plane's normal) must be '0 0 1', got {given}: rotate the joint's <origin> instead")
 
 
 def _named(path, root, tag):

@@ -15,7 +15,7 @@ models, `jax.vmap(checkify.checkify(check_model))(models)` names the failing sam
 import jax.numpy as jnp
 from jax.experimental import checkify
 
-from jaxsoa.multibody.config_space import quaternion_columns
+from jaxsoa.multibody.config_space import quaternion_columns, unit_complex_columns
 from jaxsoa.multibody.model import Model
 
 ORTHONORMAL_TOL = 1e-9      # |RᵀR − 1|, |‖axis‖ − 1|: build_model's tolerances (float64 inputs)
@@ -89,9 +89,10 @@ def check_model(model: Model):
 
 
 def check_configuration(model: Model, q, tol=1e-6):
-    """Unit quaternions (within `tol`) and finite entries in q (nq,)."""
+    """Unit quaternions and planar joints' unit (cos θ, sin θ) (within `tol`) and finite entries in q (nq,)."""
     checkify.check(jnp.all(jnp.isfinite(q)), "q has non-finite entries: {q}", q=q)
-    cols = quaternion_columns(model)
-    if cols.size:
-        norms = jnp.linalg.norm(q[cols], axis=-1)
-        checkify.check(jnp.all(jnp.abs(norms - 1) < tol), "quaternion norms {n} are not 1", n=norms)
+    units = (("quaternion", quaternion_columns(model)), ("planar (cos θ, sin θ)", unit_complex_columns(model)))
+    for what, cols in units:
+        if cols.size:
+            norms = jnp.linalg.norm(q[cols], axis=-1)                                # |q_unit|
+            checkify.check(jnp.all(jnp.abs(norms - 1) < tol), f"{what} norms {{n}} are not 1", n=norms)

@@ -1,7 +1,7 @@
 """Configuration space: neutral and random configurations, integration q ⊕ v on the joints'
-Lie groups (quaternions stay unit), its inverse q1 ⊖ q0 and the geodesic interpolation, the time
-derivative q̇(q, v) and the inverse differential of the exponential used by the manifold
-Runge–Kutta steps.
+Lie groups (quaternions and the planar joints' (cos θ, sin θ) stay unit), its inverse q1 ⊖ q0
+and the geodesic interpolation, the time derivative q̇(q, v) and the inverse differential of the
+exponential used by the manifold Runge–Kutta steps.
 
 Pinocchio's names: `neutral`, `random_configuration` (`randomConfiguration`), `integrate`,
 `difference`, `interpolate`.
@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.multibody.arguments import check_model_type, entry_point
-from jaxsoa.multibody.joints import JointType
+from jaxsoa.multibody.joints import JointType, unit_complex
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.scalars import check_scalar
 from jaxsoa.spatial.algebra import skew
@@ -42,6 +42,7 @@ class _LieGroup(NamedTuple):
     dexp_inv(δ (k, nv), v (k, nv)) -> δ̇ (k, nv), or None where the group is a vector space (δ̇ = v).
     quaternion: the q columns holding a unit quaternion (x, y, z, w), or None.
     difference(q0 (k, nq), q1 (k, nq)) -> v (k, nv) with integrate(q0, v) = q1, the shortest such v.
+    unit_complex: the q columns holding a unit complex number (cos θ, sin θ), or None.
     """
     neutral: tuple
     random: Callable
@@ -49,6 +50,7 @@ class _LieGroup(NamedTuple):
     dexp_inv: Callable | None = None
     quaternion: slice | None = None
     difference: Callable | None = None
+    unit_complex: slice | None = None
 
 
 def _random_quaternions(key, k, dtype):
@@ -59,6 +61,13 @@ def _random_quaternions(key, k, dtype):
 def _random_free(u, key_rotation, key_position, angle_range, position_range):
     position = jax.random.uniform(key_position, (u.shape[0], 3), u.dtype, -position_range, position_range)
     return jnp.concatenate([position, _random_quaternions(key_rotation, u.shape[0], u.dtype)], -1)
+
+
+def _random_planar(u, key_rotation, key_position, angle_range, position_range):
+    """(x, y) uniform in ±position_range (a stream of its own), θ = u₂ uniform in ±angle_range."""
+    k_planar = jax.random.fold_in(key_position, JointType.PLANAR)
+    position = jax.random.uniform(k_planar, (u.shape[0], 2), u.dtype, -position_range, position_range)
+    return jnp.concatenate([position, jnp.cos(u[:, 2:3]), jnp.sin(u[:, 2:3])], -1)    # (x, y, cos θ, sin θ)
 
 
 def _integrate_spherical(q, v):
@@ -90,8 +99,9 @@ def _so3_quadratic(w, a, b):
 
 
 def _so3_left_jacobian(w):
-    """(k, 3) -> (k, 3, 3): V(ω) = I + (1−cosθ)/θ² ω̂ + (θ−sinθ)/θ³ ω̂²."""
-    a = _theta_coefficient(w, lambda t2: 0.5 - t2 / 24.0, lambda t, t2: (1 - jnp.cos(t)) / t2)
+    """(k, 3) -> (k, 3, 3): V(ω) = I + (1−cosθ)/θ² ω̂ + (θ−sinθ)/θ³ ω̂², with 1 − cos θ = 2 sin²(θ/2) (no
+    cancellation at small θ, where 1 − cos θ loses ε/θ² relative; the ω̂² term's loss is O(ε) in V)."""
+    a = _theta_coefficient(w, lambda t2: 0.5 - t2 / 24.0, lambda t, t2: 2 * jnp.sin(0.5 * t) ** 2 / t2)
     b = _theta_coefficient(w, lambda t2: 1.0 / 6.0 - t2 / 120.0, lambda t, t2: (t - jnp.sin(t)) / (t * t2))
     return _so3_quadratic(w, a, b)
 
@@ -118,6 +128,41 @@ def _difference_free(q0, q1):
     return jnp.concatenate([lin, ang], -1)
 
 
+def _z_cross(x):
+    """(k, 2) -> (k, 2): ẑ × x = (−x_y, x_x) in the plane."""
+    return jnp.concatenate([-x[:, 1:], x[:, :1]], -1)
+
+
+def _rotate2(cos_sin, x):
+    """(k, 2) unit (cos θ, sin θ), (k, 2) -> (k, 2): R(θ) x = cos θ x + sin θ ẑ × x (the complex product)."""
+    return cos_sin[:, :1] * x + cos_sin[:, 1:] * _z_cross(x)
+
+
+def _about_z(angle):
+    """(k, 1) -> (k, 3): the rotation vector (0, 0, ω) (se(2) ⊂ se(3): V(ω) is the x-y block of SO(3)'s)."""
+    return jnp.pad(angle, ((0, 0), (2, 0)))
+
+
+def _integrate_planar(q, v):
+    """SE(2) exponential of the body twist (v_x, v_y, ω): p += R(θ) V(ω) v, e^{iθ} ← e^{iθ} e^{iω}."""
+    cos_sin, lin, ang = unit_complex(q[:, 2:]), v[:, :2], v[:, 2:]
+    step = jnp.einsum("kij,kj->ki", _so3_left_jacobian(_about_z(ang))[:, :2, :2], lin)     # V(ω) v
+    turn = jnp.concatenate([jnp.cos(ang), jnp.sin(ang)], -1)                               # e^{iω}
+    return jnp.concatenate([q[:, :2] + _rotate2(cos_sin, step), _rotate2(cos_sin, turn)], -1)
+
+
+def _difference_planar(q0, q1):
+    """log SE(2) of M0⁻¹ M1, body twist (v_x, v_y, ω): ω = arg(e^{−iθ0} e^{iθ1}) in [−π, π],
+    v = V(ω)⁻¹ R0ᵀ (p1 − p0) (inverse of `_integrate_planar`)."""
+    cos_sin = unit_complex(q0[:, 2:])
+    inverse = jnp.concatenate([cos_sin[:, :1], -cos_sin[:, 1:]], -1)                     # e^{−iθ0}
+    turn = _rotate2(inverse, unit_complex(q1[:, 2:]))                                     # e^{iω} = e^{−iθ0} e^{iθ1}
+    ang = jnp.arctan2(turn[:, 1:], turn[:, :1])                                           # ω = arg e^{iω}
+    p_rel = _rotate2(inverse, q1[:, :2] - q0[:, :2])                                      # R0ᵀ (p1 − p0)
+    lin = jnp.einsum("kij,kj->ki", _so3_left_jacobian_inverse(_about_z(ang))[:, :2, :2], p_rel)  # V(ω)⁻¹ R0ᵀ Δp
+    return jnp.concatenate([lin, ang], -1)
+
+
 def _subtract(q0, q1):
     return q1 - q0
 
@@ -138,6 +183,12 @@ def _se3_bracket(d, y):
                             jnp.cross(d[:, 3:], y[:, 3:])], axis=1)
 
 
+def _se2_bracket(d, y):
+    """[(v₁, ω₁), (v₂, ω₂)] = (ω₁ ẑ×v₂ − ω₂ ẑ×v₁, 0), twists in the (v_x, v_y, ω) layout."""
+    lin = d[:, 2:] * _z_cross(y[:, :2]) - y[:, 2:] * _z_cross(d[:, :2])
+    return jnp.concatenate([lin, jnp.zeros_like(d[:, 2:])], axis=1)
+
+
 _RULES = {
     JointType.FIXED: _LieGroup((), lambda u, *_: u, lambda q, v: q),
     JointType.REVOLUTE: _LieGroup((0.0,), lambda u, *_: u, lambda q, v: q + v, difference=_subtract),
@@ -150,6 +201,9 @@ _RULES = {
                                    _difference_spherical),
     JointType.FREE: _LieGroup((0.0,) * 6 + (1.0,), _random_free, _integrate_free,
                               lambda d, v: _dexp_inv_series(_se3_bracket, d, v), slice(3, 7), _difference_free),
+    JointType.PLANAR: _LieGroup((0.0, 0.0, 1.0, 0.0), _random_planar, _integrate_planar,
+                                lambda d, v: _dexp_inv_series(_se2_bracket, d, v), difference=_difference_planar,
+                                unit_complex=slice(2, 4)),
 }
 
 
@@ -159,7 +213,8 @@ def _types(model: Model):
 
 
 def neutral(model: Model, dtype=None):
-    """(nq,) zero angles and displacements, identity quaternions, free joints at the origin; in `dtype`
+    """(nq,) zero angles and displacements, identity quaternions, free and planar joints at the origin
+    (a planar joint's q is Pinocchio's neutral (0, 0, 1, 0)); in `dtype`
     (a floating dtype; default the model's)."""
     check_model_type(model)
     if dtype is not None and not jnp.issubdtype(dtype, jnp.floating):
@@ -170,7 +225,8 @@ def neutral(model: Model, dtype=None):
 
 def random_configuration(model: Model, key, angle_range=jnp.pi, position_range=1.0):
     """(nq,) angles and displacements uniform in ±range, uniform random unit quaternions
-    (normalised Gaussians) and free-joint positions uniform in ±position_range (both finite scalars ≥ 0)."""
+    (normalised Gaussians), free- and planar-joint positions uniform in ±position_range and planar
+    angles θ uniform in ±angle_range, stored as (cos θ, sin θ) (both ranges finite scalars ≥ 0)."""
     check_model_type(model)
     if not (isinstance(key, jax.Array) and (jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,))):
         raise TypeError(f"argument 'key' must be a JAX PRNG key (jax.random.key or jax.random.PRNGKey), got {key!r}")
@@ -186,8 +242,9 @@ def random_configuration(model: Model, key, angle_range=jnp.pi, position_range=1
 
 @entry_point(q='q', v='v')
 def integrate(model: Model, q, v):
-    """q ⊕ v: q + v for 1-DoF joints, q ⊗ exp(ω) for spherical joints and the SE(3) exponential
-    of the body twist (v, ω) for free joints (Pinocchio's `integrate`). (nq,), (nv,) -> (nq,)."""
+    """q ⊕ v: q + v for 1-DoF joints, q ⊗ exp(ω) for spherical joints, the SE(3) exponential
+    of the body twist (v, ω) for free joints and the SE(2) exponential of the body twist
+    (v_x, v_y, ω) for planar joints (Pinocchio's `integrate`). (nq,), (nv,) -> (nq,)."""
     out = q
     for joint_type, group in _types(model):
         cols, vcols = model.q_columns(joint_type), model.v_columns(joint_type)
@@ -201,7 +258,8 @@ def difference(model: Model, q0, q1):
 
     1-DoF joints: q1 − q0, not wrapped (a revolute joint's angle is one real number, so 2π apart
     is a full turn, not zero); spherical joints: log3(R0ᵀ R1); free joints: log6(M0⁻¹ M1) as the body
-    twist [v; ω], the inverse of `integrate`'s SE(3) exponential. Rotations take the shortest path
+    twist [v; ω], the inverse of `integrate`'s SE(3) exponential; planar joints: the SE(2) log of
+    M0⁻¹ M1 as (v_x, v_y, ω). Rotations take the shortest path
     (angle ≤ π; a quaternion and its negative give the same v); exactly at π the axis sign is either.
     Differentiable with finite gradients at q0 = q1."""
     out = jnp.zeros((model.nv,), q0.dtype)
@@ -221,8 +279,8 @@ def interpolate(model: Model, q0, q1, u):
 
 @entry_point(q='q', v='v')
 def configuration_derivative(model: Model, q, v):
-    """q̇ (nq,) for velocity v: θ̇ for 1-DoF joints, ½ q ⊗ (ω, 0) for quaternions and
-    ṗ = R v_linear for free-joint positions."""
+    """q̇ (nq,) for velocity v: θ̇ for 1-DoF joints, ½ q ⊗ (ω, 0) for quaternions,
+    ṗ = R v_linear for free- and planar-joint positions and ω ẑ × (cos θ, sin θ) for planar angles."""
     return jax.jvp(lambda t: integrate(model, q, t * v), (jnp.zeros((), v.dtype),),
                    (jnp.ones((), v.dtype),))[1]
 
@@ -231,8 +289,8 @@ def configuration_derivative(model: Model, q, v):
 def dexp_inv(model: Model, delta, v):
     """Rate of the tangent coordinate δ (q(t) = q ⊕ δ(t)) for body velocity v:
     δ̇ = v + ½ [δ, v] + 1/12 [δ, [δ, v]] (dexp⁻¹ truncated; the next term is O(|δ|⁴)), with the
-    so(3) bracket for spherical joints and the se(3) bracket for free joints ([v; ω] layout);
-    identity for 1-DoF joints. (nv,), (nv,) -> (nv,)."""
+    so(3) bracket for spherical joints, the se(3) bracket for free joints ([v; ω] layout) and the
+    se(2) bracket for planar joints ((v_x, v_y, ω) layout); identity for 1-DoF joints. (nv,), (nv,) -> (nv,)."""
     out = v
     for joint_type, group in _types(model):
         if group.dexp_inv is not None:
@@ -241,7 +299,17 @@ def dexp_inv(model: Model, delta, v):
     return out
 
 
+def _unit_columns(model: Model, field: str, width: int) -> np.ndarray:
+    """(k, width) static indices into q of the `field` columns (a `_LieGroup` slice) of every joint."""
+    cols = [model.q_columns(t)[:, getattr(g, field)] for t, g in _types(model) if getattr(g, field) is not None]
+    return np.concatenate([np.zeros((0, width), np.int64), *cols])
+
+
 def quaternion_columns(model: Model) -> np.ndarray:
     """(k, 4) static indices into q of every unit quaternion (x, y, z, w) in the model."""
-    cols = [model.q_columns(t)[:, g.quaternion] for t, g in _types(model) if g.quaternion is not None]
-    return np.concatenate([np.zeros((0, 4), np.int64), *cols])
+    return _unit_columns(model, "quaternion", 4)
+
+
+def unit_complex_columns(model: Model) -> np.ndarray:
+    """(k, 2) static indices into q of every planar joint's unit complex number (cos θ, sin θ)."""
+    return _unit_columns(model, "unit_complex", 2)

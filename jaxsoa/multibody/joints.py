@@ -1,5 +1,5 @@
-"""Joint models: fixed, revolute, prismatic, spherical (unit quaternion) and free (unit
-quaternion), with Pinocchio's coordinate layouts.
+"""Joint models: fixed, revolute, prismatic, spherical (unit quaternion), free (unit
+quaternion) and planar (unit complex number), with Pinocchio's coordinate layouts.
 
 | type      | nq | nv | q                               | v                                      |
 |-----------|----|----|---------------------------------|----------------------------------------|
@@ -8,10 +8,14 @@ quaternion), with Pinocchio's coordinate layouts.
 | prismatic | 1  | 1  | displacement along `axis`       | rate                                   |
 | spherical | 4  | 3  | quaternion (x, y, z, w)         | angular velocity, child frame          |
 | free      | 7  | 6  | position, quaternion (x y z w)  | linear then angular velocity, child frame |
+| planar    | 4  | 3  | x, y, cos θ, sin θ              | v_x, v_y, ω_z in the child frame       |
 
 Joint `k` moves link `k`'s frame relative to its joint frame on the parent:
-`X_joint_child = (R_J(q_k), p_J(q_k))`. Motion subspaces `S` (Featherstone's S; Hᵀ in the spatial operator algebra)
-are constant in the child frame for all these types, so the joint bias acceleration is zero.
+`X_joint_child = (R_J(q_k), p_J(q_k))`. A planar joint (Pinocchio's `JointModelPlanar`) moves in the
+joint frame's x-y plane: R_J the rotation by θ about z, p_J = (x, y, 0), and its v is the child's
+spatial velocity restricted to the plane. Motion subspaces `S` (Featherstone's S; Hᵀ in the spatial
+operator algebra) are constant in the child frame for all these types, so the joint bias
+acceleration is zero.
 
 A new joint type touches this module (its `JointType` member, its cases in `joint_transform`
 and `motion_subspace`) and `jaxsoa.multibody.config_space` (its Lie-group rules); every other
@@ -42,6 +46,7 @@ class JointType(enum.IntEnum):
     PRISMATIC = 2, 1, 1, True
     SPHERICAL = 3, 4, 3, False
     FREE = 4, 7, 6, False
+    PLANAR = 5, 4, 3, False
 
     @property
     def nq(self) -> int:
@@ -75,7 +80,22 @@ def joint_transform(joint_type: JointType, axis, q_joint):
         return quat_to_rotation(quat_normalize(q_joint)), zero
     if joint_type == JointType.FREE:
         return quat_to_rotation(quat_normalize(q_joint[:, 3:])), q_joint[:, :3]
+    if joint_type == JointType.PLANAR:
+        return planar_rotation(q_joint[:, 2:]), jnp.pad(q_joint[:, :2], ((0, 0), (0, 1)))   # R_z(θ), (x, y, 0)
     return eye, zero
+
+
+def unit_complex(cos_sin):
+    """(..., 2) -> (..., 2): the unit complex number (cos θ, sin θ) = z / |z|."""
+    return cos_sin / jnp.linalg.norm(cos_sin, axis=-1, keepdims=True)
+
+
+def planar_rotation(cos_sin):
+    """(..., 2) (cos θ, sin θ), normalised here -> (..., 3, 3) rotation by θ about z."""
+    c, s = jnp.moveaxis(unit_complex(cos_sin), -1, 0)
+    one, zero = jnp.ones_like(c), jnp.zeros_like(c)
+    rows = [[c, -s, zero], [s, c, zero], [zero, zero, one]]                      # R_z(θ)
+    return jnp.stack([jnp.stack(row, -1) for row in rows], -2)
 
 
 def motion_subspace(joint_type: JointType, axis, dof_max):
@@ -94,6 +114,9 @@ def motion_subspace(joint_type: JointType, axis, dof_max):
     elif joint_type == JointType.FREE:
         swap = jnp.asarray(np.roll(np.eye(6), 3, axis=0), axis.dtype)            # S = [[0, 1], [1, 0]]
         cols = [jnp.broadcast_to(swap, (k, 6, 6))]
+    elif joint_type == JointType.PLANAR:
+        planar = jnp.asarray(np.eye(6)[:, [3, 4, 2]], axis.dtype)                # S = [e_vx, e_vy, e_ωz]
+        cols = [jnp.broadcast_to(planar, (k, 6, 3))]
     else:
         cols = []
     cols.append(jnp.zeros((k, 6, dof_max - JointType(joint_type).nv), axis.dtype))

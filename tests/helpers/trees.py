@@ -6,7 +6,8 @@ A *tree* is a dict of numpy arrays in "tree order" (`random_tree` draws parent[k
 necessarily depth-first; the builders accept any valid parent array):
 
     parent (n,) int64              -1 for the single root
-    joint_types (n,) int64         `jaxsoa.JointType` values (FIXED, REVOLUTE, PRISMATIC, SPHERICAL, FREE)
+    joint_types (n,) int64         `jaxsoa.JointType` values (FIXED, REVOLUTE, PRISMATIC, SPHERICAL, FREE,
+                                   PLANAR)
     joint_axis (n, 3)              unit axis (revolute / prismatic; a unit vector for every link)
     placement_rotation (n, 3, 3)   pose of link k's joint frame in its parent's link frame
     placement_translation (n, 3)
@@ -154,6 +155,8 @@ def _pin_joint_model(joint_type, axis):
         return pin.JointModelSpherical()
     if joint_type == JointType.FREE:
         return pin.JointModelFreeFlyer()
+    if joint_type == JointType.PLANAR:
+        return pin.JointModelPlanar()
     raise ValueError(f"joint type {joint_type} has no Pinocchio joint model")
 
 

@@ -58,9 +58,11 @@ def test_load_urdf_floating_base_without_inertial(tmp_path):
         jaxsoa.load_urdf(path, floating_base=True)
 
 
-def test_load_urdf_unsupported_joint(tmp_path):
-    path = write_urdf(tmp_path, link("base"), link("slider"), joint("glide", "planar", "base", "slider"))
-    with pytest.raises(ValueError, match=r"'glide'.*'planar'"):
+def test_load_urdf_unknown_joint_type(tmp_path):
+    """A type outside the URDF specification is refused, naming the joint (every URDF type loads; planar joints:
+    tests/multibody/test_planar.py)."""
+    path = write_urdf(tmp_path, link("base"), link("slider"), joint("glide", "ball", "base", "slider"))
+    with pytest.raises(ValueError, match=r"'glide'.*'ball' is not a URDF joint type"):
         jaxsoa.load_urdf(path)
 
 

@@ -20,7 +20,8 @@ from jaxsoa.multibody.joints import JointType, joint_transform, motion_subspace
 
 CONVENTIONS = pathlib.Path(__file__).parents[2] / "docs" / "conventions.md"
 PINOCCHIO = {JointType.REVOLUTE: pin.JointModelRZ(), JointType.PRISMATIC: pin.JointModelPZ(),
-             JointType.SPHERICAL: pin.JointModelSpherical(), JointType.FREE: pin.JointModelFreeFlyer()}
+             JointType.SPHERICAL: pin.JointModelSpherical(), JointType.FREE: pin.JointModelFreeFlyer(),
+             JointType.PLANAR: pin.JointModelPlanar()}
 
 
 def documented_sizes() -> dict:
