@@ -116,6 +116,7 @@ def coupled():
     return run
 
 
+@pytest.mark.optimized
 @pytest.mark.parametrize(("s_dot", "s_ddot"), [((0.0, 0.0), (0.0, 0.0)), ((-0.2, 0.1), (-0.02, 0.01))])
 def test_coupled_momentum_conserved(coupled, s_dot, s_ddot):
     (lin0, ang0), (lin, ang), final = coupled(s_dot, s_ddot)
@@ -133,6 +134,7 @@ def test_coupled_momentum_conserved(coupled, s_dot, s_ddot):
     assert abs(travelled - (10.0 * s_dot[0] + 50 * s_ddot[0])) < 1e-9             # reel law obeyed
 
 
+@pytest.mark.optimized
 def test_coupled_step_is_fourth_order(coupled):
     """`rk4_step_coupled` (the engine's RK4 on the bodies' tangent coordinates, dexp⁻¹ rates) has order 4,
     quaternions included: over 0.8 s of a spin about the tether (ω = (0.4, 0.03, 0.02) rad/s, the bodies'
