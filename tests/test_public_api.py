@@ -900,6 +900,7 @@ HOST_ONLY = {
     "multibody.JointType": "static metadata: an IntEnum, part of the compile key (Model.joint_types)",
     "multibody.build_model": BUILDER,
     "multibody.quaternion_columns": "static numpy indices from the static joint types",
+    "multibody.unit_complex_columns": "static numpy indices from the static joint types",
     "multibody.model_batch": "host: the static batch shape of a stacked model (ValueError naming the field)",
     "multibody.stack_models": BUILDER + "; tests/algorithms/test_batch_last_stacked.py",
     "multibody.validate_inertia": BUILDER,

@@ -13,6 +13,7 @@ from jaxsoa.multibody.config_space import (
     neutral,
     quaternion_columns,
     random_configuration,
+    unit_complex_columns,
 )
 from jaxsoa.multibody.joints import JointType, joint_transform, motion_subspace
 from jaxsoa.multibody.model import Model, link_inertia, link_placement, model_batch, stack_models
@@ -51,6 +52,7 @@ __all__ = [
     "stack_models",
     "traversal",
     "tree_traversal",
+    "unit_complex_columns",
     "validate_inertia",
     "validate_parent",
 ]
