@@ -9,7 +9,10 @@
 * `continuous` joints become revolute joints with one coordinate (Pinocchio uses cos/sin).
 * Joint axes are normalised (the URDF spec asks for unit axes; Pinocchio normalises too); a
   zero axis raises `ValueError` naming the joint and link.
-* Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced.
+* Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced. A
+  `<mimic>` naming a joint the file does not have is a `ValueError`, or with `check_mimic="warn"` a
+  `UserWarning` naming the joint and line (its joint then loads like any mimic joint: Pinocchio loads
+  such a file, e.g. example-robot-data's alex_psyonic_hands).
 * A body on a moving joint (or the free-flyer root) that carries no `<inertial>`, neither its own
   nor one of a link fixed to it, raises `ValueError` naming the link (its joint's row of M(q) would
   lack that body's inertia).
@@ -73,19 +76,21 @@ def _merge(body, other, X_body_other):
     return m, c, I1 + shift(m1, c1 - c) + I2 + shift(m2, c2 - c)
 
 
-def load_urdf(path, floating_base=False, *, check_inertia="raise", **build_kwargs):
+def load_urdf(path, floating_base=False, *, check_inertia="raise", check_mimic="raise", **build_kwargs):
     """Read a URDF file into a `Model` (see the module docstring for the conventions, and for
-    ``check_inertia``: "raise" or "warn"). `build_kwargs` go to `build_model`. Every `ValueError`
-    names the file."""
+    ``check_inertia`` and ``check_mimic``: "raise" or "warn"). `build_kwargs` go to `build_model`. Every
+    `ValueError` names the file."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"argument 'path' must be a file path (str or os.PathLike), got {type(path).__name__}")
     if not isinstance(floating_base, (bool, np.bool_)):
         raise TypeError(f"argument 'floating_base' must be True or False, got {floating_base!r}")
     check_inertia_option(check_inertia)
+    if check_mimic not in ("raise", "warn"):
+        raise ValueError(f"argument 'check_mimic' must be 'raise' or 'warn', got {check_mimic!r}")
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"URDF file '{path}' does not exist")
-    tree = strict_tree(path, check_inertia)
+    tree = strict_tree(path, check_inertia, check_mimic)
     try:
         return _model(tree, path, floating_base, check_inertia, build_kwargs)
     except ValueError as err:

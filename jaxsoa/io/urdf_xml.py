@@ -122,7 +122,7 @@ def _check_link(path, link, check_inertia):
     warnings.warn(f"URDF file '{path}': {what} (line {element.sourceline}): {message}", UserWarning, stacklevel=4)
 
 
-def _check_joint(path, joint, links, joints):
+def _check_joint(path, joint, links, joints, check_mimic):
     name = joint.get("name")
     what = f"joint '{name}'"
     jtype = joint.get("type")
@@ -143,7 +143,12 @@ def _check_joint(path, joint, links, joints):
                 _fail(path, what, limit, f"<limit> of a {jtype} joint has no '{attribute}' attribute")
     mimic = joint.find("mimic")
     if mimic is not None and mimic.get("joint") not in joints:
-        _fail(path, what, mimic, f"<mimic> names joint '{mimic.get('joint')}', not a joint of the file")
+        message = f"<mimic> names joint '{mimic.get('joint')}', not a joint of the file"
+        if check_mimic == "raise":
+            _fail(path, what, mimic, message)
+        warnings.warn(f"URDF file '{path}': {what} (line {mimic.sourceline}): {message}; loaded as an independent "
+                      f"joint (check_mimic='warn')", UserWarning, stacklevel=4)
+        joint.remove(mimic)                                       # yourdfpy would look the joint up
 
 
 def _check_planar_normal(path, what, joint):
@@ -194,11 +199,13 @@ def _check_tree(path, links, joints):
         raise ValueError(f"URDF file '{path}': a URDF must have exactly one root link, found {roots}")
 
 
-def strict_tree(path, check_inertia="raise") -> bytes:
+def strict_tree(path, check_inertia="raise", check_mimic="raise") -> bytes:
     """Parse the URDF file at `path` strictly and check it (module docstring); returns the XML of
     its `<robot>` with only links (and their inertials) and joints, for yourdfpy. With
     ``check_inertia="warn"`` an inertia that is not positive semi-definite or breaks the triangle
-    inequality is a `UserWarning` naming the link and line instead of an error."""
+    inequality is a `UserWarning` naming the link and line instead of an error; with
+    ``check_mimic="warn"`` so is a `<mimic>` naming a joint the file does not have (the element is
+    dropped: mimic relations are not enforced, every mimic joint loads as an independent joint)."""
     parser = etree.XMLParser(recover=False, remove_blank_text=True, remove_comments=True,
                              resolve_entities=False, no_network=True)
     try:
@@ -214,7 +221,7 @@ def strict_tree(path, check_inertia="raise") -> bytes:
     for link in links.values():
         _check_link(path, link, check_inertia)
     for joint in joints.values():
-        _check_joint(path, joint, links, joints)
+        _check_joint(path, joint, links, joints, check_mimic)
     _check_tree(path, links, joints)
 
     robot = etree.Element("robot", name=root.get("name"))

@@ -117,11 +117,16 @@ def test_float32_error_against_pinocchio():
 
 
 def _forbid_the_per_sample_path(monkeypatch):
-    """Make the per-sample RNEA / ABA / CRBA raise: a batched call must take the batch-last passes."""
+    """Make the per-sample RNEA / ABA / CRBA raise: a batched call must take the batch-last passes. A traced
+    model with free joints also traces the per-sample ABA as the fallback branch of the entry point's
+    `lax.cond` (`jaxsoa.multibody.batched.guarded`): that ABA returns NaN here, so a run that took the
+    branch fails the comparison."""
     def per_sample_path(*_):
         raise AssertionError("a batched call took the per-sample path")
     for name in ("_aba_adjoint", "motion_pass", "motion_subspaces"):      # per-sample ABA; RNEA and CRBA
         monkeypatch.setattr(dynamics, name, per_sample_path)
+    monkeypatch.setattr(dynamics, "_aba_adjoint_per_sample",
+                        lambda model, q, v, tau, f_ext=None: jnp.full_like(v, jnp.nan))
 
 
 def _per_sample(fn, *xs):
