@@ -8,10 +8,9 @@ the world); a concrete tree with a free joint elsewhere runs the per-sample recu
 written per link on lists of (B,) arrays. A free joint must be on the world for ABA (its 6x6
 articulated inertia is solved after the inward pass, from its parent's acceleration, which is then
 known; elsewhere the result here is NaN, which the entry point's `lax.cond` never returns); RNEA takes
-it anywhere. A spherical joint (anywhere) is eliminated inside the link step as three 1-DoF columns
-e_z, e_y, e_x in its own
-frame (`_ball_eliminations`), which is its 3×3 articulated-body step; models without one compile the
-1-DoF step only.
+it anywhere. A three-column joint (spherical or planar, anywhere; `batch_last_frames.TRIPLES`) is eliminated
+inside the link step as three 1-DoF columns, constant unit vectors in its own frame (`_triple_eliminations`),
+which is its 3×3 articulated-body step; models without one compile the 1-DoF step only.
 
 Shapes: q (B, nq), v / a / tau (B, nv), f_ext (B, n, 6) or None; results (B, nv). The topology stays
 traced (one compile for every tree with these joint types); the model's data are shared by the
@@ -85,48 +84,48 @@ def _free_root_acceleration(model, d, R, p, cb, acc, tau, a_parent, pos, k_index
 
 def _accelerations(model, d, R, p, G_nu, c, a_world, a_free):
     """The outward pass a' = X⁻¹ a_p + c;  q̈ = ν − Gᵀ a';  a = a' + S q̈ (a free root's a: `a_free`,
-    already solved). With spherical joints a link first solves its columns S₃ then S₂ (q̈_k = ν_k −
-    G_kᵀ a', a' += S_k q̈_k) before adding c: the reverse of `_ball_eliminations`. G_nu (n, 7 m, B):
-    G and ν of each of the m columns (m = 3 with spherical joints, else 1); c (n, ≥6, B) or None
-    (zero). Returns q̈ (n, B), or (n, 3, B) with spherical joints (columns S₁, S₂, S₃), and a (n, 6, B)."""
-    balls = G_nu.shape[1] > 7
+    already solved). With three-column joints a link first solves its columns S₃ then S₂ (q̈_k = ν_k −
+    G_kᵀ a', a' += S_k q̈_k) before adding c: the reverse of `_triple_eliminations`. G_nu (n, 7 m, B):
+    G and ν of each of the m columns (m = 3 with three-column joints, else 1); c (n, ≥6, B) or None
+    (zero). Returns q̈ (n, B), or (n, 3, B) with three-column joints (columns S₁, S₂, S₃), and a (n, 6, B)."""
+    triples = G_nu.shape[1] > 7
 
     def acceleration_step(t, live, parent):
         def fa(parent, t):
             a_t = sp.inv_act_motion(bl.read_rows(R, t), bl.read_rows(p, t), parent)
-            return a_t if c is None or balls else sp.add(a_t, bl.read_rows(c, t)[:6])
+            return a_t if c is None or triples else sp.add(a_t, bl.read_rows(c, t)[:6])
         a_t = bl.stage(live, fa, parent, t)
 
         def f(a_t, t):
             out, extra = bl.read_rows(G_nu, t), []
-            if balls:
-                S_ball = bl.read_rows(d.S_ball, t)
+            if triples:
+                S_triple = bl.read_rows(d.S_triple, t)
                 for k in (1, 0):                                        # S₃, then S₂
                     qdd_k = out[13 + 7 * k] - sp.dot(out[7 + 7 * k:13 + 7 * k], a_t)
-                    a_t, extra = sp.add(a_t, sp.scale(qdd_k, S_ball[6 * k:6 * k + 6])), [qdd_k, *extra]
+                    a_t, extra = sp.add(a_t, sp.scale(qdd_k, S_triple[6 * k:6 * k + 6])), [qdd_k, *extra]
                 a_t = a_t if c is None else sp.add(a_t, bl.read_rows(c, t)[:6])
             qdd = out[6] - sp.dot(out[:6], a_t)
             a_new = sp.add(a_t, sp.scale(qdd, bl.read_rows(d.S, t)))
             free = bl.read(d.free, t)
             return [*sp.add(sp.scale(1 - free, a_new), sp.scale(free, bl.read_rows(a_free, t))), qdd, *extra]
         r = bl.stage(live, f, a_t, t)
-        return r[:6], ((jnp.stack(r[6:]) if balls else r[6]), jnp.stack(r[:6]))
+        return r[:6], ((jnp.stack(r[6:]) if triples else r[6]), jnp.stack(r[:6]))
 
     return bl.outward(model.traversal, acceleration_step, a_world, R.shape[-1], R.dtype)
 
 
-def _ball_eliminations(d, P, z, t, b_ball, offsets):
-    """A spherical link's columns S₂ and S₃ eliminated after S₁ (zero columns elsewhere, a no-op):
+def _triple_eliminations(d, P, z, t, b_triple, offsets):
+    """A three-column link's columns S₂ and S₃ eliminated after S₁ (zero columns elsewhere, a no-op):
     U = 𝒫 S_k;  D = S_kᵀ U + offset;  ν = (b_k − S_kᵀ z) / D;  𝒫 ← 𝒫 − U Uᵀ / D;  z ← z + U ν.
     Three rank-1 eliminations in the one link frame are the 3×3 one (the link as a chain of three
-    massless 1-DoF joints). Returns (𝒫, z, [G₂, ν₂, D₂⁻¹, G₃, ν₃, D₃⁻¹]) with G = U / D; b_ball: the
+    massless 1-DoF joints). Returns (𝒫, z, [G₂, ν₂, D₂⁻¹, G₃, ν₃, D₃⁻¹]) with G = U / D; b_triple: the
     two (B,) right-hand sides, offsets (2,) lists."""
-    S_ball, out = bl.read_rows(d.S_ball, t), []
+    S_triple, out = bl.read_rows(d.S_triple, t), []
     for k in range(2):
-        S_k = S_ball[6 * k:6 * k + 6]
+        S_k = S_triple[6 * k:6 * k + 6]
         U = sp.inertia_vec(P, S_k)
         D_inv = 1.0 / (sp.dot(S_k, U) + offsets[k])
-        G, nu = sp.scale(D_inv, U), (b_ball[k] - sp.dot(S_k, z)) * D_inv
+        G, nu = sp.scale(D_inv, U), (b_triple[k] - sp.dot(S_k, z)) * D_inv
         P, z = sp.inertia_sub_outer(P, U, G), sp.add(z, sp.scale(nu, U))
         out += [*G, nu, D_inv]
     return P, z, out
@@ -137,8 +136,8 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
     articulated-body algorithm, and what `solve_mass_matrix` reuses."""
     trav, d, batch = model.traversal, fr.link_data(model), q.shape[0]
     q_links, v_links, tau_links = fr.scalar_coordinates(model, q, v, tau)
-    balls = fr.has_balls(model)
-    tau_ball = fr.ball_coordinates(model, tau) if balls else None
+    triples = fr.has_triples(model)
+    tau_triple = fr.triple_coordinates(model, tau) if triples else None
     R, p = fr.joint_frames(model, d, q, q_links)
     v_joint = fr.joint_motion(model, d, v, v_links)
     external = fr.external_wrenches(model, f_ext, q.dtype)
@@ -175,13 +174,13 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
             P_plus = sp.inertia_sub_outer(P, U, G)
             return P_plus + sp.add(sp.add(z, sp.inertia_vec(P_plus, bl.read_rows(cb, t)[:6])), sp.scale(nu, U))
         r = bl.stage(live, plus, children, t)
-        if balls:
+        if triples:
             def eliminate(r, t):
-                P, z, out = _ball_eliminations(d, r[:21], r[21:], t, [bl.read(x, t) for x in tau_ball],
-                                               bl.read_rows(d.ball_offset, t))
+                P, z, out = _triple_eliminations(d, r[:21], r[21:], t, [bl.read(x, t) for x in tau_triple],
+                                                 bl.read_rows(d.triple_offset, t))
                 return P + z + out
             r = bl.stage(live, eliminate, r, t)
-        r, ball_out = r[:27], r[27:]
+        r, triple_out = r[:27], r[27:]
 
         def rotate_left(r, t):
             R_t = bl.read_rows(R, t)
@@ -191,7 +190,7 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
         p_t = bl.read_rows(p, t)
         f_lin, n_rot = r[27:30], r[30:33]                               # X* z⁺ = [R n + p × R f; R f]
         up = sp.translate_inertia(p_t, P_rot) + sp.add(n_rot, sp.cross(p_t, f_lin)) + f_lin
-        return up, (jnp.stack([*G, nu, D_inv, *ball_out]), jnp.stack(children))
+        return up, (jnp.stack([*G, nu, D_inv, *triple_out]), jnp.stack(children))
 
     acc, (G_nu_D, children) = bl.inward(trav, articulated_step, 27, batch, q.dtype)   # (n, 8 m, B): G, ν, D⁻¹
     G_nu_D = G_nu_D.reshape(G_nu_D.shape[0], -1, 8, batch)
@@ -218,12 +217,14 @@ def _flat(x):
 
 
 def _joint_accelerations(model, qdd, free_qdd):
-    """(B, nv) from `_accelerations`' q̈ and the free roots' S q̈: a spherical joint's (x, y, z) are its
-    columns (S₃, S₂, S₁) (`batch_last_frames.BALL_AXES`)."""
+    """(B, nv) from `_accelerations`' q̈ and the free roots' S q̈: a three-column joint's v entry j is its
+    column S_k with `Triple.columns[k]` = j (spherical (ω_x, ω_y, ω_z) = (S₃, S₂, S₁), planar (v_x, v_y, ω_z) =
+    (S₂, S₃, S₁))."""
     if qdd.ndim == 2:
         return fr.joint_vector(model, qdd, free_qdd)
-    ball = [list(bl.read(qdd, pos)[::-1]) for pos in fr.ball_positions(model)]
-    return fr.joint_vector(model, qdd[:, 0], free_qdd, ball)
+    triple = [[bl.read(qdd, pos)[triple.columns.index(j)] for j in range(3)]
+              for (_, triple), pos in zip(fr.triple_links(model), fr.triple_positions(model), strict=True)]
+    return fr.joint_vector(model, qdd[:, 0], free_qdd, triple)
 
 
 def _aba_recursion(model: Model, q, v, tau, f_ext=None):
@@ -237,8 +238,8 @@ def solve_mass_matrix(model: Model, factor: Factor, b):
     they are (about a third of an ABA)."""
     d, batch = fr.link_data(model), b.shape[0]
     b_links = bl.to_depth_order(model.traversal, fr.link_slots(model, "v"), b)
-    balls = fr.has_balls(model)
-    b_ball = fr.ball_coordinates(model, b) if balls else None
+    triples = fr.has_triples(model)
+    b_triple = fr.triple_coordinates(model, b) if triples else None
     R, p, G_D_inv = factor.R, factor.p, factor.G_D_inv
 
     def bias_step(t, live, children):         # r = b − Sᵀ z;  ν = D⁻¹ r;  z⁺ = z + U ν = z + G r;  up = X* z⁺
@@ -246,10 +247,10 @@ def solve_mass_matrix(model: Model, factor: Factor, b):
             G_D = bl.read_rows(G_D_inv, t)
             r = bl.read(b_links, t) - sp.dot(bl.read_rows(d.S, t), z)
             z, out = sp.add(z, sp.scale(r, G_D[:6])), [r * G_D[6]]
-            if balls:                          # then S₂ and S₃ (`_ball_eliminations`)
-                S_ball = bl.read_rows(d.S_ball, t)
+            if triples:                        # then S₂ and S₃ (`_triple_eliminations`)
+                S_triple = bl.read_rows(d.S_triple, t)
                 for k in range(2):
-                    r = bl.read(b_ball[k], t) - sp.dot(S_ball[6 * k:6 * k + 6], z)
+                    r = bl.read(b_triple[k], t) - sp.dot(S_triple[6 * k:6 * k + 6], z)
                     z, out = sp.add(z, sp.scale(r, G_D[7 + 7 * k:13 + 7 * k])), [*out, r * G_D[13 + 7 * k]]
             return [*z, *out]
         out = bl.stage(live, f, children, t)

@@ -1,7 +1,7 @@
 """CRBA, composite inertias, world placements and joint Jacobians on the batch-last layout
 (`jaxsoa.multibody.batch_last`): the path leading-batch calls `crba(model, q[B, nq])` and
-`joint_jacobians(model, q[B, nq])` take when every joint is fixed, revolute, prismatic, spherical or
-free (anywhere in the tree: `supports`).
+`joint_jacobians(model, q[B, nq])` take when every joint is fixed, revolute, prismatic, spherical, planar
+or free (anywhere in the tree: `supports`).
 
 Same equations as `jaxsoa.algorithms.dynamics.crba`: composite inertias by an inward pass, world
 placements by an outward pass, then all joint-space columns at once: column c (link l_c, motion
@@ -34,8 +34,8 @@ FREE_SPATIAL_INDEX = (3, 4, 5, 0, 1, 2)      # a free joint's v = [linear; angul
 
 
 def supports(model: Model) -> bool:
-    """Whether the batch-last CRBA handles `model`: every joint fixed, revolute, prismatic, spherical or
-    free (a free joint need not be a root here); False while `per_sample_only` is active."""
+    """Whether the batch-last CRBA handles `model`: every joint fixed, revolute, prismatic, spherical, planar
+    or free (a free joint need not be a root here); False while `per_sample_only` is active."""
     return not in_per_sample_only() and all(JointType(t) in fr.HANDLED for t in model.joint_types)
 
 
@@ -67,13 +67,14 @@ def world_placements(model: Model, R, p, batch: int):
 
 def _columns(model: Model, d: fr.LinkData, dtype):
     """Static (nv,) storage link of each v column, and (nv, 6) its motion subspace column in the
-    link frame: the link's S for a 1-DoF joint, a spatial unit vector for a free or spherical joint's
+    link frame: the link's S for a 1-DoF joint, a spatial unit vector for a free or three-column joint's
     columns."""
     links = np.zeros(model.nv, np.int32)
     scalar = fr.scalar_links(model)
     links[np.asarray(model.idx_v)[scalar]] = scalar
     units = np.zeros((model.nv, 6))
-    for joint_type, spatial_index in ((JointType.FREE, FREE_SPATIAL_INDEX), (JointType.SPHERICAL, (0, 1, 2))):
+    spatial = [(JointType.FREE, FREE_SPATIAL_INDEX), *((t, triple.spatial) for t, triple in fr.TRIPLES.items())]
+    for joint_type, spatial_index in spatial:
         for link, columns in zip(model.links_of_type(joint_type), model.v_columns(joint_type), strict=True):
             links[columns] = link
             units[columns, spatial_index] = 1.0

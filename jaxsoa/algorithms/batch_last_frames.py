@@ -3,15 +3,16 @@ for `jaxsoa.algorithms.batch_last`'s RNEA and ABA.
 
 Joints handled: fixed, revolute and prismatic inside the link scans (one scalar coordinate per link),
 free joints, whose 6-DoF motion enters the scans as precomputed per-link spatial vectors (inside the
-scans a free link is a fixed joint; its frame, velocity and acceleration are set here), and spherical
-joints: frame R(quaternion) and joint motion [ω; 0] set here like a free joint's, and for ABA three
-motion-subspace columns S₁ = e_z, S₂ = e_y, S₃ = e_x (angular unit vectors): S₁ takes the scalar slot
-of a 1-DoF joint (`link_slots`), S₂ and S₃ are `LinkData.S_ball` (`ball_slots`).
+scans a free link is a fixed joint; its frame, velocity and acceleration are set here), and the
+three-column joints (`TRIPLES`): spherical (frame R(quaternion), joint motion [ω; 0]) and planar (frame
+R_z(θ) from (cos θ, sin θ) and (x, y, 0), joint motion [0, 0, ω; v_x, v_y, 0]), whose frames and joint
+motions are set here like a free joint's, and whose three motion-subspace columns are constant unit
+vectors in the link frame: S₁ takes the scalar slot of a 1-DoF joint (`link_slots`), S₂ and S₃ are
+`LinkData.S_triple` (`triple_slots`); ABA eliminates the three in the one link step.
 Per-sample states are (B, nq) / (B, nv) in Pinocchio's layout; per-link arrays are (n, k, B) in
 the traversal's depth order, model data (n, k, 1) shared by the batch, or (n, k, B) for a stacked
 model (`jaxsoa.multibody.model.stack_models`: a tree, placements and inertias per sample).
 """
-
 from typing import NamedTuple
 
 import jax
@@ -21,19 +22,31 @@ import numpy as np
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import SHAPES, batch_shape
 from jaxsoa.multibody.batched import in_per_sample_only
-from jaxsoa.multibody.joints import JointType
+from jaxsoa.multibody.joints import JointType, planar_rotation
 from jaxsoa.multibody.model import Model, link_inertia, link_placement, model_batch
 from jaxsoa.spatial import batch_last as sp
 from jaxsoa.spatial.rotation import quat_normalize, quat_to_rotation
 
-HANDLED = (JointType.FIXED, JointType.REVOLUTE, JointType.PRISMATIC, JointType.SPHERICAL, JointType.FREE)
-BALL_AXES = (2, 1, 0)
-"""A spherical joint's v column (ω_x, ω_y, ω_z) of each of its motion-subspace columns S₁, S₂, S₃."""
+HANDLED = (JointType.FIXED, JointType.REVOLUTE, JointType.PRISMATIC, JointType.SPHERICAL, JointType.FREE,
+           JointType.PLANAR)
+
+
+class Triple(NamedTuple):
+    """A three-column joint: `columns`, the offset in the joint's v of each motion-subspace column S₁, S₂, S₃;
+    `spatial`, the index in a spatial vector [angular; linear] of each entry of the joint's v (S_k is the unit
+    vector e_spatial[columns[k]])."""
+    columns: tuple
+    spatial: tuple
+
+
+TRIPLES = {JointType.SPHERICAL: Triple((2, 1, 0), (0, 1, 2)),    # v = (ω_x, ω_y, ω_z); S₁, S₂, S₃ = e_z, e_y, e_x
+           JointType.PLANAR: Triple((2, 0, 1), (3, 4, 2))}       # v = (v_x, v_y, ω_z); S₁, S₂, S₃ = ω_z, v_x, v_y
+"""The joints ABA eliminates as three 1-DoF columns in the link frame (their 3×3 articulated-body step)."""
 
 
 def supports(model: Model) -> bool:
-    """Whether the batch-last path handles `model`: every joint fixed, revolute, prismatic, spherical or free,
-    and, where the topology is concrete, every free joint on the world (`free_on_world`; for a traced topology
+    """Whether the batch-last path handles `model`: every joint fixed, revolute, prismatic, spherical, planar or
+    free, and, where the topology is concrete, every free joint on the world (`free_on_world`; for a traced topology
     ABA's entry decides at run time, `free_joints_valid`). False while `per_sample_only` is active."""
     if in_per_sample_only() or not all(JointType(t) in HANDLED for t in model.joint_types):
         return False
@@ -94,18 +107,18 @@ def check_batch(model: Model, **states):
 class LinkData(NamedTuple):
     """Per-link model data in depth order, batch axis of size 1: R_parent_joint (n, 9, 1),
     p_parent_joint (n, 3, 1), axis (n, 3, 1), S (n, 6, 1) motion subspace of a 1-DoF joint (zero
-    otherwise; e_z for a spherical joint), S_ball (n, 12, 1) a spherical joint's columns S₂ = e_y and
-    S₃ = e_x (zero elsewhere), inertia (n, 21, 1), d_offset (n, 1) added to D (armature; 1 for a joint
-    without a scalar coordinate), ball_offset (n, 2, 1) the same for S₂ and S₃ (1 off spherical
-    joints), revolute / prismatic / free (n, 1) 0/1 flags."""
+    otherwise; a three-column joint's S₁, `TRIPLES`), S_triple (n, 12, 1) a three-column joint's S₂ and S₃
+    (zero elsewhere), inertia (n, 21, 1), d_offset (n, 1) added to D (armature; 1 for a joint without a
+    scalar coordinate), triple_offset (n, 2, 1) the same for S₂ and S₃ (1 off three-column joints),
+    revolute / prismatic / free (n, 1) 0/1 flags."""
     R_parent_joint: jax.Array
     p_parent_joint: jax.Array
     axis: jax.Array
     S: jax.Array
-    S_ball: jax.Array
+    S_triple: jax.Array
     inertia: jax.Array
     d_offset: jax.Array
-    ball_offset: jax.Array
+    triple_offset: jax.Array
     revolute: jax.Array
     prismatic: jax.Array
     free: jax.Array
@@ -120,31 +133,37 @@ def scalar_links(model: Model) -> np.ndarray:
     return np.flatnonzero(_scalar_joint(model))
 
 
+def _triple_column(model: Model, k: int) -> np.ndarray:
+    """(n,) index in v of each three-column link's column S_k (k = 0, 1, 2: S₁, S₂, S₃); nv for the others."""
+    out = np.full(model.n_links, model.nv)
+    for joint_type, triple in TRIPLES.items():
+        links = model.links_of_type(joint_type)
+        out[links] = np.asarray(model.idx_v)[links] + triple.columns[k]
+    return out.astype(np.int32)
+
+
 def link_slots(model: Model, of: str) -> np.ndarray:
-    """(n,) index of each 1-DoF link's coordinate in q (`of="q"`) or v (`"v"`), and of a spherical link's
-    S₁ column in v (ω_z); nq / nv for the others."""
+    """(n,) index of each 1-DoF link's coordinate in q (`of="q"`) or v (`"v"`), and of a three-column link's
+    S₁ column in v; nq / nv for the others."""
     if of == "q":
         return np.where(_scalar_joint(model), model.idx_q, model.nq).astype(np.int32)
-    ball = np.asarray(model.joint_types) == JointType.SPHERICAL
-    return np.where(_scalar_joint(model), model.idx_v,
-                    np.where(ball, np.asarray(model.idx_v) + BALL_AXES[0], model.nv)).astype(np.int32)
+    return np.where(_scalar_joint(model), model.idx_v, _triple_column(model, 0)).astype(np.int32)
 
 
-def ball_slots(model: Model) -> np.ndarray:
-    """(2, n) index in v of each spherical link's S₂ and S₃ columns (ω_y, ω_x); nv for the others."""
-    ball = np.asarray(model.joint_types) == JointType.SPHERICAL
-    slots = [np.where(ball, np.asarray(model.idx_v) + axis, model.nv) for axis in BALL_AXES[1:]]
-    return np.stack(slots).astype(np.int32)
+def triple_slots(model: Model) -> np.ndarray:
+    """(2, n) index in v of each three-column link's S₂ and S₃ columns; nv for the others."""
+    return np.stack([_triple_column(model, 1), _triple_column(model, 2)])
 
 
-def ball_links(model: Model) -> np.ndarray:
-    """Static indices of the links with a spherical joint."""
-    return model.links_of_type(JointType.SPHERICAL)
+def triple_links(model: Model) -> list:
+    """Static [(link, `Triple`)] of the three-column links (spherical, planar), in storage order."""
+    types = np.asarray(model.joint_types)
+    return [(int(k), TRIPLES[JointType(types[k])]) for k in np.flatnonzero(np.isin(types, list(TRIPLES)))]
 
 
-def has_balls(model: Model) -> bool:
-    """Whether the model has a spherical joint (ABA then runs three eliminations per link)."""
-    return len(ball_links(model)) > 0
+def has_triples(model: Model) -> bool:
+    """Whether the model has a three-column joint (ABA then runs three eliminations per link)."""
+    return len(triple_links(model)) > 0
 
 
 def free_links(model: Model) -> np.ndarray:
@@ -159,17 +178,19 @@ def _storage_link_data(model: Model) -> tuple:
     mass, com, inertia_com = link_inertia(model)
     inertia = jnp.stack(sp.spatial_inertia(mass, list(com.T), list(inertia_com.reshape(-1, 9).T)), 1)
     flag = {t: jnp.asarray([u == t for u in model.joint_types], dtype) for t in HANDLED}
-    armature = jnp.concatenate([model.armature, jnp.zeros(1, dtype)])[link_slots(model, "v")]
-    ball = flag[JointType.SPHERICAL][:, None]
+    armature = jnp.concatenate([model.armature, jnp.zeros(1, dtype)])
     unit = jnp.eye(6, dtype=dtype)
+    triple = sum(flag[t] for t in TRIPLES)[:, None]
     S = jnp.concatenate([model.joint_axis * flag[JointType.REVOLUTE][:, None],
-                         model.joint_axis * flag[JointType.PRISMATIC][:, None]], 1) + ball * unit[BALL_AXES[0]][None]
-    S_ball = ball * jnp.concatenate([unit[axis] for axis in BALL_AXES[1:]])[None]                 # (n, 12)
-    ball_armature = jnp.concatenate([model.armature, jnp.zeros(1, dtype)])[ball_slots(model).T]   # (n, 2)
-    ball_offset = ball_armature + (1 - ball)
-    offset = armature + flag[JointType.FIXED] + flag[JointType.FREE]
-    return (R.reshape(-1, 9), p, model.joint_axis, S, S_ball, inertia, offset, ball_offset, flag[JointType.REVOLUTE],
-            flag[JointType.PRISMATIC], flag[JointType.FREE])
+                         model.joint_axis * flag[JointType.PRISMATIC][:, None]], 1)
+    S_triple = jnp.zeros((model.n_links, 12), dtype)
+    for t, (columns, spatial) in TRIPLES.items():                 # S_k = e_spatial[columns[k]]
+        S = S + flag[t][:, None] * unit[spatial[columns[0]]][None]
+        S_triple = S_triple + flag[t][:, None] * jnp.concatenate([unit[spatial[c]] for c in columns[1:]])[None]
+    triple_offset = armature[triple_slots(model).T] + (1 - triple)                                 # (n, 2)
+    offset = armature[link_slots(model, "v")] + flag[JointType.FIXED] + flag[JointType.FREE]
+    return (R.reshape(-1, 9), p, model.joint_axis, S, S_triple, inertia, offset, triple_offset,
+            flag[JointType.REVOLUTE], flag[JointType.PRISMATIC], flag[JointType.FREE])
 
 
 def link_data(model: Model) -> LinkData:
@@ -191,20 +212,21 @@ def free_positions(model: Model):
     return [model.traversal.inverse_order[..., k] for k in free_links(model)]
 
 
-def ball_positions(model: Model):
-    """Traced sequence positions of the spherical links (static list, one per spherical link)."""
-    return [model.traversal.inverse_order[..., k] for k in ball_links(model)]
+def triple_positions(model: Model):
+    """Traced sequence positions of the three-column links (static list, as `triple_links`)."""
+    return [model.traversal.inverse_order[..., k] for k, _ in triple_links(model)]
 
 
-def ball_coordinates(model: Model, x):
-    """(2, n, B) depth-ordered S₂ and S₃ entries (ω_y, ω_x) of x (B, nv) at the spherical links, 0 elsewhere."""
-    return jnp.stack([bl.to_depth_order(model.traversal, slots, x) for slots in ball_slots(model)])
+def triple_coordinates(model: Model, x):
+    """(2, n, B) depth-ordered S₂ and S₃ entries of x (B, nv) at the three-column links, 0 elsewhere."""
+    return jnp.stack([bl.to_depth_order(model.traversal, slots, x) for slots in triple_slots(model)])
 
 
 def joint_frames(model: Model, d: LinkData, q, q_links):
     """X_parent_child of every link in depth order, R (n, 9, B) and p (n, 3, B): R_parent_joint R_J,
     p_parent_joint + R_parent_joint p_J with R_J = exp(â θ), p_J = a d for 1-DoF joints, the
-    free joints' (R(quaternion), position) and the spherical joints' (R(quaternion), 0) from q (B, nq)."""
+    free joints' (R(quaternion), position), the spherical joints' (R(quaternion), 0) and the planar joints'
+    (R_z(θ), (x, y, 0)) from q (B, nq)."""
     axis = bl.components(d.axis)
     s, c = bl.stage(bl.always(model.traversal), lambda x: [jnp.sin(x), jnp.cos(x)], q_links * d.revolute)
     R_joint_child = sp.rodrigues(axis, s, c)                            # exp(â θ), 9 (n, B) entries
@@ -214,9 +236,14 @@ def joint_frames(model: Model, d: LinkData, q, q_links):
         R_free = quat_to_rotation(quat_normalize(q[:, columns[3:]])).reshape(-1, 9)      # (B, 9)
         R_joint_child = [bl.write(x, pos, R_free[:, j]) for j, x in enumerate(R_joint_child)]
         p_joint_child = [bl.write(x, pos, q[:, columns[j]]) for j, x in enumerate(p_joint_child)]
-    for columns, pos in zip(model.q_columns(JointType.SPHERICAL), ball_positions(model), strict=True):
-        R_ball = quat_to_rotation(quat_normalize(q[:, columns])).reshape(-1, 9)                   # (B, 9)
-        R_joint_child = [bl.write(x, pos, R_ball[:, j]) for j, x in enumerate(R_joint_child)]
+    for (k, _), pos in zip(triple_links(model), triple_positions(model), strict=True):
+        q_k = q[:, model.idx_q[k]:model.idx_q[k] + JointType(model.joint_types[k]).nq]
+        if model.joint_types[k] == JointType.SPHERICAL:
+            R_k = quat_to_rotation(quat_normalize(q_k))                          # R(quaternion), p = 0
+        else:
+            R_k = planar_rotation(q_k[:, 2:])                                    # R_z(θ), p = (x, y, 0)
+            p_joint_child = [bl.write(x, pos, q_k[:, j]) if j < 2 else x for j, x in enumerate(p_joint_child)]
+        R_joint_child = [bl.write(x, pos, R_k.reshape(-1, 9)[:, j]) for j, x in enumerate(R_joint_child)]
     R_parent_joint = bl.components(d.R_parent_joint)
     R = sp.mat_mul(R_parent_joint, R_joint_child)
     p = sp.add(bl.components(d.p_parent_joint), sp.mat_vec(R_parent_joint, p_joint_child))
@@ -232,14 +259,17 @@ def free_spatial(model: Model, x, k_index: int):
 
 def joint_motion(model: Model, d: LinkData, x, x_links):
     """(n, 6, B) spatial joint motion S ẋ of every link in depth order: S x_link for 1-DoF joints, the
-    free joints' 6 entries of x (B, nv), [ẋ; 0] for spherical joints (their 3 entries of x), zero for
-    fixed joints."""
+    free joints' 6 entries of x (B, nv), a three-column joint's 3 entries of x at their spatial indices
+    (`Triple.spatial`: [ẋ; 0] for spherical joints, [0, 0, ω; v_x, v_y, 0] for planar ones), zero for fixed
+    joints."""
     motion = d.S * x_links[:, None, :]
     for i, pos in enumerate(free_positions(model)):
         motion = bl.write(motion, pos, jnp.stack(free_spatial(model, x, i)))
-    for columns, pos in zip(model.v_columns(JointType.SPHERICAL), ball_positions(model), strict=True):
-        angular = x[:, columns].T                                                                # (3, B)
-        motion = bl.write(motion, pos, jnp.concatenate([angular, jnp.zeros_like(angular)]))
+    for (k, triple), pos in zip(triple_links(model), triple_positions(model), strict=True):
+        entries = [jnp.zeros_like(x[:, 0])] * 6
+        for j, index in enumerate(triple.spatial):                        # S x: x_j at spatial[j]
+            entries[index] = x[:, model.idx_v[k] + j]
+        motion = bl.write(motion, pos, jnp.stack(entries))
     return motion
 
 
@@ -253,17 +283,17 @@ def external_wrenches(model: Model, f_ext, dtype):
     return jnp.transpose(f_ext[:, order], (1, 2, 0))
 
 
-def joint_vector(model: Model, y_links, free_values, ball_values=()):
+def joint_vector(model: Model, y_links, free_values, triple_values=()):
     """(B, nv) from the 1-DoF links' values y_links (n, B, depth order), each free joint's
-    spatial 6-list [angular; linear] (stored [linear; angular]) and each spherical joint's 3-list
-    (x, y, z): one static row gather, no scatter."""
+    spatial 6-list [angular; linear] (stored [linear; angular]) and each three-column joint's 3-list in
+    its v order (`triple_links`' order): one static row gather, no scatter."""
     scalar = scalar_links(model)
     sources = [bl.from_depth_order(model.traversal, scalar, y_links).T]          # (n_scalar, B)
     source_of = {int(c): i for i, c in enumerate(np.asarray(model.idx_v)[scalar])}
     for columns, value in zip(model.v_columns(JointType.FREE), free_values, strict=True):
         sources.append(jnp.stack(value[3:] + value[:3]))                           # (6, B)
         source_of.update({int(c): len(source_of) + j for j, c in enumerate(columns)})
-    for columns, value in zip(model.v_columns(JointType.SPHERICAL), ball_values, strict=True):
+    for (k, _), value in zip(triple_links(model), triple_values, strict=True):
         sources.append(jnp.stack(value))                                           # (3, B)
-        source_of.update({int(c): len(source_of) + j for j, c in enumerate(columns)})
+        source_of.update({int(model.idx_v[k]) + j: len(source_of) + j for j in range(3)})
     return jnp.concatenate(sources, 0)[np.asarray([source_of[c] for c in range(model.nv)])].T

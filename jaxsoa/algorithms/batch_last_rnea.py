@@ -191,6 +191,7 @@ def _rnea(link_forces, model, q, v, a, f_ext):
     f = link_forces(model.traversal, R, p, v_joint, a_joint, d.inertia, external, model.gravity)
     tau_links = sp.dot(bl.components(d.S), bl.components(f))                        # τ = Sᵀ f
     free = [bl.read_rows(f, pos) for pos in fr.free_positions(model)]               # τ_free = f
-    ball = [bl.read_rows(f, pos)[:3] for pos in fr.ball_positions(model)]          # τ_ball = [1 0] f
+    triple = [[bl.read_rows(f, pos)[i] for i in triple.spatial]                     # τ_triple = Sᵀ f
+              for (_, triple), pos in zip(fr.triple_links(model), fr.triple_positions(model), strict=True)]
     armature = jnp.broadcast_to(model.armature, a.shape)                      # (nv,) or a stack's (B, nv)
-    return fr.joint_vector(model, tau_links, free, ball) + armature * a        # τ += armature ⊙ q̈
+    return fr.joint_vector(model, tau_links, free, triple) + armature * a      # τ += armature ⊙ q̈

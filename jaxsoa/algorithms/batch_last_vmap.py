@@ -89,9 +89,9 @@ _aba_given = adjoint_forward_dynamics(               # the adjoint whose forward
 
 def aba_placeholder(model: Model, q, v, tau, f_ext=None):
     """Zero residuals of one sample (q (nq,)), shaped as one sample of `aba_forward`'s: q̈ (nv,) and the
-    `Factor`: R (n, 9), p (n, 3), G_D_inv (n, 7 m) (m = 3 with spherical joints, else 1), one (21,) per free
+    `Factor`: R (n, 9), p (n, 3), G_D_inv (n, 7 m) (m = 3 with spherical or planar joints, else 1), one (21,) per free
     root, motion (n, 12), forces (n, 6)."""
-    n, columns = model.n_links, 3 if fr.has_balls(model) else 1
+    n, columns = model.n_links, 3 if fr.has_triples(model) else 1
 
     def zeros(*shape):
         return jnp.zeros(shape, q.dtype)

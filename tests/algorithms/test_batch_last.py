@@ -1,6 +1,6 @@
 """The batch-last core (`jaxsoa.algorithms.batch_last`), reached by leading-batch calls
 `rnea(model, q[B, nq], …)` / `aba(model, q[B, nq], …)` on models whose joints are fixed,
-revolute, prismatic, spherical or free (at a root; spherical joints: tests/algorithms/test_batch_last_spherical.py):
+revolute, prismatic, spherical or free (at a root; spherical joints: tests/algorithms/test_batch_last_three_column.py):
 
 * against Pinocchio (float64) on the Panda, Solo-12 (free-flyer) and random fixed-base and
   free-floating trees with fixed / revolute / prismatic joints stored in random order, with

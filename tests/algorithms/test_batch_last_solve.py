@@ -18,7 +18,7 @@ import jaxsoa
 from jaxsoa.algorithms import batch_last, batch_last_rnea, dynamics
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.multibody.joints import JointType
-from tests.algorithms import test_batch_last_spherical
+from tests.algorithms import test_batch_last_three_column
 from tests.algorithms.test_batch_last import _tree_case
 from tests.helpers.trees import random_group, relative_error, stack_models
 
@@ -28,10 +28,11 @@ def _dense_solve(model, q, b):
     return jnp.linalg.solve(M, b[..., None])[..., 0]
 
 
-@pytest.mark.parametrize("floating, spherical", [(False, False), (True, False), (False, True), (True, True)])
-def test_solve_reusing_the_forward_factor_equals_a_dense_solve(floating, spherical):
-    if spherical:                               # a spherical link's three columns in the factor
-        rng, model, _ = test_batch_last_spherical._case(6, n_links=7, floating=floating)
+@pytest.mark.parametrize("floating, joint", [(False, None), (True, None), (False, JointType.SPHERICAL),
+                                             (True, JointType.SPHERICAL), (True, JointType.PLANAR)])
+def test_solve_reusing_the_forward_factor_equals_a_dense_solve(floating, joint):
+    if joint is not None:                       # a three-column link's columns in the factor
+        rng, model, _ = test_batch_last_three_column._case(6, n_links=7, floating=floating, joint=joint)
     else:
         rng, model, _ = _tree_case(21, n_links=8, floating=floating)
     q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(21), 5))
@@ -87,13 +88,13 @@ def _count_scans(jaxpr) -> int:
     return count
 
 
-@pytest.mark.parametrize("spherical", [False, True])
-def test_rnea_at_the_forward_factor_equals_rnea(spherical):
+@pytest.mark.parametrize("joint", [None, JointType.SPHERICAL, JointType.PLANAR])
+def test_rnea_at_the_forward_factor_equals_rnea(joint):
     """The adjoint's residual reuses the forward ABA's link motions and forces (`rnea_at`): its value,
     its VJP (all arrays and model fields) and its JVP equal RNEA's at q̈ = ABA(q, v, τ), 1e-10, and
     the gradient of ABA then traces two scans fewer (RNEA's forward passes) than with the plain RNEA."""
-    if spherical:
-        rng, model, _ = test_batch_last_spherical._case(26, n_links=6, floating=True)
+    if joint is not None:
+        rng, model, _ = test_batch_last_three_column._case(26, n_links=6, floating=True, joint=joint)
     else:
         rng, model, _ = _tree_case(25, n_links=7, floating=True)
     q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(25), 4))

@@ -300,12 +300,13 @@ def _batch_calls(model, q, v, a):
                 jacobians=jaxsoa.joint_jacobians(model, q, "local"), placements=jaxsoa.forward_kinematics(model, q))
 
 
-def test_leading_batch_runs_per_sample(pair, states):
-    """The batch-last core does not claim planar joints (`supports` is False), so leading-batch calls (q (B, nq)),
-    a stacked model and a `jax.vmap` of 16 samples run the per-sample path: equal to per-sample calls."""
+def test_leading_batch_equals_per_sample_calls(pair, states):
+    """The batch-last core takes planar joints (`supports`; tests/algorithms/test_batch_last_three_column.py checks
+    it against Pinocchio): leading-batch calls (q (B, nq)), a stacked model and a `jax.vmap` of 16 samples equal
+    per-sample calls to 1e-13 (float64 rounding of the same equations in another order)."""
     model, _ = pair
     _, js = states
-    assert not batch_last_frames.supports(model)
+    assert batch_last_frames.supports(model)
     q, v, a = js["q"], js["v"], js["a"]
     calls, aba = jax.jit(_batch_calls), jax.jit(jaxsoa.aba)
     got, per_sample = calls(model, q, v, a), [calls(model, q[b], v[b], a[b]) for b in range(N_STATES)]

@@ -1,19 +1,20 @@
-"""Spherical joints on the batch-last core (`jaxsoa.algorithms.batch_last_frames`: the frame R(quaternion)
-and the joint motion [ω; 0] set before the scans like a free joint's; `jaxsoa.algorithms.batch_last`:
-ABA eliminates a spherical link's three columns e_z, e_y, e_x in one step, the 3×3 joint as three
-rank-1 eliminations in the one link frame).
+"""Three-column joints on the batch-last core: spherical and planar (`jaxsoa.algorithms.batch_last_frames.TRIPLES`:
+the frame (R(quaternion), 0) or (R_z(θ), (x, y, 0)) and the joint motion [ω; 0] or [0, 0, ω; v_x, v_y, 0] set
+before the scans like a free joint's; `jaxsoa.algorithms.batch_last`: ABA eliminates the link's three constant
+columns (e_z, e_y, e_x angular; or ω_z, v_x, v_y) in one step, the 3×3 joint as three rank-1 eliminations in
+the one link frame). Every test runs for both joint types (`JOINTS`).
 
 Checked in float64:
 * RNEA, ABA and CRBA of leading-batch calls against Pinocchio on random fixed-base and free-floating
-  trees of revolute, prismatic, spherical and fixed joints stored in random order, with armature on
-  every column and link wrenches, and on a chain of spherical joints only: 1e-9 relative, as the other
+  trees of revolute, prismatic, fixed and the three-column joint stored in random order, with armature on
+  every column and link wrenches, and on a chain of three-column joints only: 1e-9 relative, as the other
   Pinocchio tests (float64 sums of O(n) terms);
 * every batch-path entry point these models reach (RNEA, ABA, CRBA, composite inertias, forward
   kinematics, joint Jacobians, the free-floating ABA) against the per-sample recursions under `jax.vmap`
   (a second code path): 1e-10;
 * M⁻¹ b from the forward ABA's factor (`solve_mass_matrix`, the adjoint's solve) against a dense solve
   with CRBA's M (an independent algorithm): 1e-10, in tests/algorithms/test_batch_last_solve.py;
-* stacked per-sample trees with spherical joints against Pinocchio, one compilation for two stacks;
+* stacked per-sample trees with three-column joints against Pinocchio, one compilation for two stacks;
 * the adjoint's gradients (states, wrenches, model fields) against plain autodiff of the per-sample ABA:
   1e-10;
 * the float32 error against Pinocchio, measured (printed) and bounded.
@@ -47,22 +48,23 @@ from tests.helpers.trees import (
 )
 
 R, P, S, F, X = JointType.REVOLUTE, JointType.PRISMATIC, JointType.SPHERICAL, JointType.FREE, JointType.FIXED
+JOINTS = [JointType.SPHERICAL, JointType.PLANAR]
 TOL = 1e-9
 
 
-def _case(seed, n_links=9, floating=False, chain=False):
-    """(rng, model, pin model): a random tree with spherical joints (a spherical root when fixed-base;
-    every joint spherical when `chain`, then a chain), stored in random order, armature on every column
-    but a free joint's, the same tree in Pinocchio."""
+def _case(seed, n_links=9, floating=False, chain=False, joint=S):
+    """(rng, model, pin model): a random tree with `joint` (three-column) joints (one at the root when
+    fixed-base; every joint `joint` when `chain`, then a chain), stored in random order, armature on every
+    column but a free joint's, the same tree in Pinocchio."""
     rng = np.random.default_rng(seed)
-    tree = random_tree(rng, n_links, joint_types=(R, P, S, X), floating=floating,
-                       link_types=[S] * n_links if chain else None)
+    tree = random_tree(rng, n_links, joint_types=(R, P, joint, X), floating=floating,
+                       link_types=[joint] * n_links if chain else None)
     if chain:
         tree["parent"] = np.arange(-1, n_links - 1)
     elif not floating:
-        tree["joint_types"][0] = S
+        tree["joint_types"][0] = joint
     model, pin_model = build_jaxsoa(tree, permutation=random_permutation(rng, n_links)), build_pinocchio(tree)
-    assert len(model.links_of_type(S)) >= 1 and batch_last.supports(model)
+    assert len(model.links_of_type(joint)) >= 1 and batch_last.supports(model)
     arm = rng.uniform(0.05, 0.3, model.nv)
     arm[model.v_columns(F).ravel()] = 0.0
     pin_model.armature = arm[np.argsort(coordinate_maps(model, pin_model)[1])]
@@ -96,23 +98,25 @@ def _against_pinocchio(model, pin_model, rng, n_states=6, dtype=jnp.float64):
     return got, ref
 
 
+@pytest.mark.parametrize("joint", JOINTS)
 @pytest.mark.parametrize("seed, floating, chain", [(1, False, False), (2, True, False), (3, False, True)])
-def test_rnea_aba_crba_against_pinocchio(seed, floating, chain, monkeypatch):
-    rng, model, pin_model = _case(seed, floating=floating, chain=chain)
+def test_rnea_aba_crba_against_pinocchio(seed, floating, chain, joint, monkeypatch):
+    rng, model, pin_model = _case(seed, floating=floating, chain=chain, joint=joint)
     _forbid_the_per_sample_path(monkeypatch)
     got, ref = _against_pinocchio(model, pin_model, rng)
     for name in ("rnea", "aba", "crba"):
         assert relative_error(got[name], ref[name]) < TOL, name
 
 
-def test_float32_error_against_pinocchio():
-    """float32, a 9-link tree with spherical joints: measured 4e-7 (RNEA), 8e-7 (ABA), 5e-7 (CRBA) of
-    max |result|; bound 1e-5, as the Panda's."""
-    rng, model64, pin_model = _case(4)
+@pytest.mark.parametrize("joint", JOINTS)
+def test_float32_error_against_pinocchio(joint):
+    """float32, a 9-link tree with three-column joints: measured (spherical / planar) 4.6e-7 / 2.3e-7 (RNEA),
+    1.1e-6 / 1.0e-6 (ABA), 5.1e-7 / 3.0e-7 (CRBA) of max |result|; bound 1e-5, as the Panda's."""
+    rng, model64, pin_model = _case(4, joint=joint)
     model = jax.tree.map(lambda x: x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x, model64)
     got, ref = _against_pinocchio(model, pin_model, rng, n_states=32, dtype=jnp.float32)
     errors = {k: float(np.abs(np.asarray(got[k], np.float64) - ref[k]).max() / np.abs(ref[k]).max()) for k in ref}
-    print("float32 relative error vs Pinocchio, spherical joints:", errors)
+    print(f"float32 relative error vs Pinocchio, {joint.name.lower()} joints:", errors)
     assert all(e < 1e-5 for e in errors.values())
 
 
@@ -133,13 +137,14 @@ def _per_sample(fn, *xs):
     return jax.jit(jax.vmap(fn))(*xs)
 
 
-def test_every_batch_path_entry_point_equals_the_per_sample_recursions():
-    rng, model, _ = _case(5, n_links=8, floating=True)
+@pytest.mark.parametrize("joint", JOINTS)
+def test_every_batch_path_entry_point_equals_the_per_sample_recursions(joint):
+    rng, model, _ = _case(5, n_links=8, floating=True, joint=joint)
     q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(5), 5))
     v, a = (jnp.asarray(rng.normal(size=(5, model.nv))) for _ in range(2))
     tau_joints = a[:, 6:]
     f_ext = jnp.asarray(rng.normal(size=(5, model.n_links, 6)))
-    link = int(model.links_of_type(S)[-1])
+    link = int(model.links_of_type(joint)[-1])
     cases = {
         "rnea": (lambda q, v, a, f: jaxsoa.rnea(model, q, v, a, f), dynamics.rnea.__wrapped__),
         "aba": (lambda q, v, a, f: jaxsoa.aba(model, q, v, a, f), dynamics._aba_recursion),
@@ -163,11 +168,12 @@ def test_every_batch_path_entry_point_equals_the_per_sample_recursions():
             assert relative_error(g, r) < 1e-10, name
 
 
-def test_stacked_trees_with_spherical_joints_against_pinocchio_in_one_compilation(monkeypatch):
+@pytest.mark.parametrize("joint", JOINTS)
+def test_stacked_trees_with_three_column_joints_against_pinocchio_in_one_compilation(joint, monkeypatch):
     rng = np.random.default_rng(7)
     _forbid_the_per_sample_path(monkeypatch)
-    cases = random_group(rng, 6, 6, joint_types=(R, S, X), root_type=F, root_at=1)
-    assert len(cases[0][1].links_of_type(S)) >= 1
+    cases = random_group(rng, 6, 6, joint_types=(R, joint, X), root_type=F, root_at=1)
+    assert len(cases[0][1].links_of_type(joint)) >= 1
     fn, count = counting(lambda m, q, v, a, tau, f: (jaxsoa.rnea(m, q, v, a, f), jaxsoa.aba(m, q, v, tau, f)))
     compiled = jax.jit(fn)
     for group in (cases[:3], cases[3:]):
@@ -189,21 +195,23 @@ def test_stacked_trees_with_spherical_joints_against_pinocchio_in_one_compilatio
 
 
 @pytest.mark.slow            # two gradient compiles (~1 min on a loaded 2-core machine)
-def test_adjoint_gradients_equal_plain_autodiff_per_sample():
+@pytest.mark.parametrize("joint", JOINTS)
+def test_adjoint_gradients_equal_plain_autodiff_per_sample(joint):
     """The batched adjoint (ABA, its factor's solve and RNEA's hand-written reverse mode, all with
-    spherical joints) against plain autodiff of the per-sample ABA (`test_batch_last`'s check)."""
-    rng, model, _ = _case(8, n_links=6, floating=True)
+    three-column joints) against plain autodiff of the per-sample ABA (`test_batch_last`'s check)."""
+    rng, model, _ = _case(8, n_links=6, floating=True, joint=joint)
     assert_adjoint_gradients_equal_plain_autodiff(model, rng, 8)
 
 
-def test_bad_inputs_are_named_on_the_batch_path():
-    """A model with spherical joints takes the batch path, and its calls still reject wrong shapes and
+@pytest.mark.parametrize("joint", JOINTS)
+def test_bad_inputs_are_named_on_the_batch_path(joint):
+    """A model with three-column joints takes the batch path, and its calls still reject wrong shapes and
     dtypes by argument name, before any work."""
-    _, model, _ = _case(9, n_links=5)
+    _, model, _ = _case(9, n_links=5, joint=joint)
     q = jnp.broadcast_to(jaxsoa.neutral(model), (3, model.nq))
     v = jnp.zeros((3, model.nv))
     with pytest.raises(ValueError, match="'q'"):
-        jaxsoa.aba(model, q[:, :-1], v, v)                       # a quaternion entry missing
+        jaxsoa.aba(model, q[:, :-1], v, v)                       # a quaternion or (cos, sin) entry missing
     with pytest.raises(ValueError, match="'tau'"):
         jaxsoa.aba(model, q, v, v[:, :-1])
     with pytest.raises(ValueError, match="'f_ext'"):
