@@ -6,7 +6,10 @@
   free-flyer layout: q = [x y z, qx qy qz qw, joints], v = [v_lin, ω (base frame), joints]).
 * Links are stored depth-first, the children of a link in joint-name order (urdfdom keeps joints
   in a name-sorted map, so that is Pinocchio's order, not the file's), so q matches Pinocchio's.
-* `continuous` joints become revolute joints with one coordinate (Pinocchio uses cos/sin).
+* `continuous` joints: with `continuous="revolute"` (the default) revolute joints with one coordinate,
+  the angle; with `continuous="unbounded"` revolute-unbounded joints (`JointType.REVOLUTE_UNBOUNDED`,
+  Pinocchio's layout: q = (cos θ, sin θ), v = θ̇), so q moves between the engines unchanged. Leading-batch
+  calls on a model with unbounded joints run per sample (the batch-last core does not take them).
 * Joint axes are normalised (the URDF spec asks for unit axes; Pinocchio normalises too); a
   zero axis raises `ValueError` naming the joint and link.
 * Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced. A
@@ -47,8 +50,9 @@ from jaxsoa.io.urdf_xml import strict_tree
 from jaxsoa.multibody.build import build_model, check_inertia_option, inconsistent
 from jaxsoa.multibody.joints import JointType
 
-_MOVING = {"revolute": JointType.REVOLUTE, "continuous": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC,
-           "floating": JointType.FREE, "planar": JointType.PLANAR}
+_MOVING = {"revolute": JointType.REVOLUTE, "prismatic": JointType.PRISMATIC, "floating": JointType.FREE,
+           "planar": JointType.PLANAR}
+_CONTINUOUS = {"revolute": JointType.REVOLUTE, "unbounded": JointType.REVOLUTE_UNBOUNDED}   # load_urdf(continuous=…)
 
 
 def _link_inertia(link):
@@ -76,10 +80,11 @@ def _merge(body, other, X_body_other):
     return m, c, I1 + shift(m1, c1 - c) + I2 + shift(m2, c2 - c)
 
 
-def load_urdf(path, floating_base=False, *, check_inertia="raise", check_mimic="raise", **build_kwargs):
-    """Read a URDF file into a `Model` (see the module docstring for the conventions, and for
-    ``check_inertia`` and ``check_mimic``: "raise" or "warn"). `build_kwargs` go to `build_model`. Every
-    `ValueError` names the file."""
+def load_urdf(path, floating_base=False, *, check_inertia="raise", check_mimic="raise", continuous="revolute",
+              **build_kwargs):
+    """Read a URDF file into a `Model` (see the module docstring for the conventions, for
+    ``check_inertia`` and ``check_mimic``: "raise" or "warn", and for ``continuous``: "revolute" or
+    "unbounded"). `build_kwargs` go to `build_model`. Every `ValueError` names the file."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"argument 'path' must be a file path (str or os.PathLike), got {type(path).__name__}")
     if not isinstance(floating_base, (bool, np.bool_)):
@@ -87,19 +92,22 @@ def load_urdf(path, floating_base=False, *, check_inertia="raise", check_mimic="
     check_inertia_option(check_inertia)
     if check_mimic not in ("raise", "warn"):
         raise ValueError(f"argument 'check_mimic' must be 'raise' or 'warn', got {check_mimic!r}")
+    if continuous not in tuple(_CONTINUOUS):
+        raise ValueError(f"argument 'continuous' must be 'revolute' or 'unbounded', got {continuous!r}")
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"URDF file '{path}' does not exist")
     tree = strict_tree(path, check_inertia, check_mimic)
     try:
-        return _model(tree, path, floating_base, check_inertia, build_kwargs)
+        return _model(tree, path, floating_base, check_inertia, dict(_MOVING, continuous=_CONTINUOUS[continuous]),
+                      build_kwargs)
     except ValueError as err:
         message = str(err)
         raise ValueError(message if message.startswith("URDF file '") else f"URDF file '{path}': {message}") from None
 
 
-def _model(tree: bytes, path, floating_base, check_inertia, build_kwargs):
-    """The `Model` of a URDF checked by `strict_tree`."""
+def _model(tree: bytes, path, floating_base, check_inertia, moving, build_kwargs):
+    """The `Model` of a URDF checked by `strict_tree`; `moving`: URDF type -> `JointType` of the moving joints."""
     robot = yourdfpy.URDF.load(io.BytesIO(tree), load_meshes=False, build_scene_graph=False,
                                load_collision_meshes=False, build_collision_scene_graph=False).robot
     links = {link.name: link for link in robot.links}
@@ -128,7 +136,7 @@ def _model(tree: bytes, path, floating_base, check_inertia, build_kwargs):
             if not np.linalg.norm(axis) > 0:
                 raise ValueError(f"URDF joint '{joint.name}' (link '{joint.child}'): field 'axis' is zero "
                                  "or not finite")
-            bodies.append(dict(name=joint.child, joint=joint.name, type=_MOVING[joint.type],
+            bodies.append(dict(name=joint.child, joint=joint.name, type=moving[joint.type],
                                parent=body_index, axis=axis / np.linalg.norm(axis),
                                placement=X_body_joint, inertia=(0.0, np.zeros(3), np.zeros((3, 3))),
                                inertial=False))

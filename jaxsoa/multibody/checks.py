@@ -89,9 +89,11 @@ def check_model(model: Model):
 
 
 def check_configuration(model: Model, q, tol=1e-6):
-    """Unit quaternions and planar joints' unit (cos θ, sin θ) (within `tol`) and finite entries in q (nq,)."""
+    """Unit quaternions, planar and revolute-unbounded joints' unit (cos θ, sin θ) (within `tol`) and finite
+    entries in q (nq,)."""
     checkify.check(jnp.all(jnp.isfinite(q)), "q has non-finite entries: {q}", q=q)
-    units = (("quaternion", quaternion_columns(model)), ("planar (cos θ, sin θ)", unit_complex_columns(model)))
+    units = (("quaternion", quaternion_columns(model)),
+             ("planar / revolute-unbounded (cos θ, sin θ)", unit_complex_columns(model)))
     for what, cols in units:
         if cols.size:
             norms = jnp.linalg.norm(q[cols], axis=-1)                                # |q_unit|

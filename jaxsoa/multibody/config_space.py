@@ -1,7 +1,7 @@
 """Configuration space: neutral and random configurations, integration q ⊕ v on the joints'
-Lie groups (quaternions and the planar joints' (cos θ, sin θ) stay unit), its inverse q1 ⊖ q0
-and the geodesic interpolation, the time derivative q̇(q, v) and the inverse differential of the
-exponential used by the manifold Runge–Kutta steps.
+Lie groups (quaternions and the planar and revolute-unbounded joints' (cos θ, sin θ) stay unit), its
+inverse q1 ⊖ q0 and the geodesic interpolation, the time derivative q̇(q, v) and the inverse
+differential of the exponential used by the manifold Runge–Kutta steps.
 
 Pinocchio's names: `neutral`, `random_configuration` (`randomConfiguration`), `integrate`,
 `difference`, `interpolate`.
@@ -143,21 +143,35 @@ def _about_z(angle):
     return jnp.pad(angle, ((0, 0), (2, 0)))
 
 
+def _turn(angle):
+    """(k, 1) -> (k, 2): the unit complex number e^{iω} = (cos ω, sin ω)."""
+    return jnp.concatenate([jnp.cos(angle), jnp.sin(angle)], -1)
+
+
+def _relative_turn(cos_sin0, cos_sin1):
+    """(k, 2), (k, 2) -> e^{−iθ0} (k, 2) and ω = arg(e^{−iθ0} e^{iθ1}) in [−π, π] (k, 1): log(R0ᵀ R1) of SO(2)."""
+    cos_sin = unit_complex(cos_sin0)
+    inverse = jnp.concatenate([cos_sin[:, :1], -cos_sin[:, 1:]], -1)                     # e^{−iθ0}
+    turn = _rotate2(inverse, unit_complex(cos_sin1))                                      # e^{iω} = e^{−iθ0} e^{iθ1}
+    return inverse, jnp.arctan2(turn[:, 1:], turn[:, :1])                                # ω = arg e^{iω}
+
+
+def _integrate_unbounded(q, v):
+    """SO(2) exponential: e^{iθ} ← e^{iθ} e^{iω} (Pinocchio's `SpecialOrthogonalOperationTpl<2>::integrate`)."""
+    return _rotate2(unit_complex(q), _turn(v))
+
+
 def _integrate_planar(q, v):
     """SE(2) exponential of the body twist (v_x, v_y, ω): p += R(θ) V(ω) v, e^{iθ} ← e^{iθ} e^{iω}."""
     cos_sin, lin, ang = unit_complex(q[:, 2:]), v[:, :2], v[:, 2:]
     step = jnp.einsum("kij,kj->ki", _so3_left_jacobian(_about_z(ang))[:, :2, :2], lin)     # V(ω) v
-    turn = jnp.concatenate([jnp.cos(ang), jnp.sin(ang)], -1)                               # e^{iω}
-    return jnp.concatenate([q[:, :2] + _rotate2(cos_sin, step), _rotate2(cos_sin, turn)], -1)
+    return jnp.concatenate([q[:, :2] + _rotate2(cos_sin, step), _rotate2(cos_sin, _turn(ang))], -1)
 
 
 def _difference_planar(q0, q1):
     """log SE(2) of M0⁻¹ M1, body twist (v_x, v_y, ω): ω = arg(e^{−iθ0} e^{iθ1}) in [−π, π],
     v = V(ω)⁻¹ R0ᵀ (p1 − p0) (inverse of `_integrate_planar`)."""
-    cos_sin = unit_complex(q0[:, 2:])
-    inverse = jnp.concatenate([cos_sin[:, :1], -cos_sin[:, 1:]], -1)                     # e^{−iθ0}
-    turn = _rotate2(inverse, unit_complex(q1[:, 2:]))                                     # e^{iω} = e^{−iθ0} e^{iθ1}
-    ang = jnp.arctan2(turn[:, 1:], turn[:, :1])                                           # ω = arg e^{iω}
+    inverse, ang = _relative_turn(q0[:, 2:], q1[:, 2:])                                  # e^{−iθ0}, ω
     p_rel = _rotate2(inverse, q1[:, :2] - q0[:, :2])                                      # R0ᵀ (p1 − p0)
     lin = jnp.einsum("kij,kj->ki", _so3_left_jacobian_inverse(_about_z(ang))[:, :2, :2], p_rel)  # V(ω)⁻¹ R0ᵀ Δp
     return jnp.concatenate([lin, ang], -1)
@@ -204,6 +218,11 @@ _RULES = {
     JointType.PLANAR: _LieGroup((0.0, 0.0, 1.0, 0.0), _random_planar, _integrate_planar,
                                 lambda d, v: _dexp_inv_series(_se2_bracket, d, v), difference=_difference_planar,
                                 unit_complex=slice(2, 4)),
+    # SO(2): θ = u₀ uniform in ±angle_range (Pinocchio draws θ in [−π, π], the default); ω = log(R0ᵀ R1), no jump
+    # where θ crosses ±π; abelian, so dexp⁻¹ is the identity
+    JointType.REVOLUTE_UNBOUNDED: _LieGroup((1.0, 0.0), lambda u, *_: _turn(u[:, :1]), _integrate_unbounded,
+                                            difference=lambda q0, q1: _relative_turn(q0, q1)[1],
+                                            unit_complex=slice(0, 2)),
 }
 
 
@@ -214,8 +233,8 @@ def _types(model: Model):
 
 def neutral(model: Model, dtype=None):
     """(nq,) zero angles and displacements, identity quaternions, free and planar joints at the origin
-    (a planar joint's q is Pinocchio's neutral (0, 0, 1, 0)); in `dtype`
-    (a floating dtype; default the model's)."""
+    (a planar joint's q is Pinocchio's neutral (0, 0, 1, 0), a revolute-unbounded joint's (1, 0)); in
+    `dtype` (a floating dtype; default the model's)."""
     check_model_type(model)
     if dtype is not None and not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"argument 'dtype' must be a floating-point dtype, got {jnp.dtype(dtype)}")
@@ -225,8 +244,9 @@ def neutral(model: Model, dtype=None):
 
 def random_configuration(model: Model, key, angle_range=jnp.pi, position_range=1.0):
     """(nq,) angles and displacements uniform in ±range, uniform random unit quaternions
-    (normalised Gaussians), free- and planar-joint positions uniform in ±position_range and planar
-    angles θ uniform in ±angle_range, stored as (cos θ, sin θ) (both ranges finite scalars ≥ 0)."""
+    (normalised Gaussians), free- and planar-joint positions uniform in ±position_range and planar and
+    revolute-unbounded angles θ uniform in ±angle_range, stored as (cos θ, sin θ) (both ranges finite
+    scalars ≥ 0)."""
     check_model_type(model)
     if not (isinstance(key, jax.Array) and (jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,))):
         raise TypeError(f"argument 'key' must be a JAX PRNG key (jax.random.key or jax.random.PRNGKey), got {key!r}")
@@ -242,9 +262,10 @@ def random_configuration(model: Model, key, angle_range=jnp.pi, position_range=1
 
 @entry_point(q='q', v='v')
 def integrate(model: Model, q, v):
-    """q ⊕ v: q + v for 1-DoF joints, q ⊗ exp(ω) for spherical joints, the SE(3) exponential
-    of the body twist (v, ω) for free joints and the SE(2) exponential of the body twist
-    (v_x, v_y, ω) for planar joints (Pinocchio's `integrate`). (nq,), (nv,) -> (nq,)."""
+    """q ⊕ v: q + v for revolute and prismatic joints, (cos θ, sin θ) ⊗ (cos ω, sin ω) for
+    revolute-unbounded joints, q ⊗ exp(ω) for spherical joints, the SE(3) exponential of the body
+    twist (v, ω) for free joints and the SE(2) exponential of the body twist (v_x, v_y, ω) for planar
+    joints (Pinocchio's `integrate`). (nq,), (nv,) -> (nq,)."""
     out = q
     for joint_type, group in _types(model):
         cols, vcols = model.q_columns(joint_type), model.v_columns(joint_type)
@@ -256,11 +277,12 @@ def integrate(model: Model, q, v):
 def difference(model: Model, q0, q1):
     """q1 ⊖ q0: the velocity v (nv,) with integrate(q0, v) = q1 (Pinocchio's `difference`). (nq,), (nq,) -> (nv,).
 
-    1-DoF joints: q1 − q0, not wrapped (a revolute joint's angle is one real number, so 2π apart
-    is a full turn, not zero); spherical joints: log3(R0ᵀ R1); free joints: log6(M0⁻¹ M1) as the body
-    twist [v; ω], the inverse of `integrate`'s SE(3) exponential; planar joints: the SE(2) log of
-    M0⁻¹ M1 as (v_x, v_y, ω). Rotations take the shortest path
-    (angle ≤ π; a quaternion and its negative give the same v); exactly at π the axis sign is either.
+    Revolute and prismatic joints: q1 − q0, not wrapped (a revolute joint's angle is one real number,
+    so 2π apart is a full turn, not zero); revolute-unbounded joints: arg(e^{−iθ0} e^{iθ1}) (no jump
+    where θ crosses ±π); spherical joints: log3(R0ᵀ R1); free joints: log6(M0⁻¹ M1) as the body twist
+    [v; ω], the inverse of `integrate`'s SE(3) exponential; planar joints: the SE(2) log of M0⁻¹ M1 as
+    (v_x, v_y, ω). Rotations take the shortest path (angle ≤ π; a quaternion and its negative give the
+    same v); exactly at π the axis sign is either.
     Differentiable with finite gradients at q0 = q1."""
     out = jnp.zeros((model.nv,), q0.dtype)
     for joint_type, group in _types(model):
@@ -279,8 +301,9 @@ def interpolate(model: Model, q0, q1, u):
 
 @entry_point(q='q', v='v')
 def configuration_derivative(model: Model, q, v):
-    """q̇ (nq,) for velocity v: θ̇ for 1-DoF joints, ½ q ⊗ (ω, 0) for quaternions,
-    ṗ = R v_linear for free- and planar-joint positions and ω ẑ × (cos θ, sin θ) for planar angles."""
+    """q̇ (nq,) for velocity v: θ̇ for revolute and prismatic joints, ½ q ⊗ (ω, 0) for quaternions,
+    ṗ = R v_linear for free- and planar-joint positions and ω ẑ × (cos θ, sin θ) for planar and
+    revolute-unbounded angles."""
     return jax.jvp(lambda t: integrate(model, q, t * v), (jnp.zeros((), v.dtype),),
                    (jnp.ones((), v.dtype),))[1]
 
@@ -290,7 +313,8 @@ def dexp_inv(model: Model, delta, v):
     """Rate of the tangent coordinate δ (q(t) = q ⊕ δ(t)) for body velocity v:
     δ̇ = v + ½ [δ, v] + 1/12 [δ, [δ, v]] (dexp⁻¹ truncated; the next term is O(|δ|⁴)), with the
     so(3) bracket for spherical joints, the se(3) bracket for free joints ([v; ω] layout) and the
-    se(2) bracket for planar joints ((v_x, v_y, ω) layout); identity for 1-DoF joints. (nv,), (nv,) -> (nv,)."""
+    se(2) bracket for planar joints ((v_x, v_y, ω) layout); identity for 1-DoF joints (SO(2) of a
+    revolute-unbounded joint is abelian). (nv,), (nv,) -> (nv,)."""
     out = v
     for joint_type, group in _types(model):
         if group.dexp_inv is not None:
@@ -311,5 +335,6 @@ def quaternion_columns(model: Model) -> np.ndarray:
 
 
 def unit_complex_columns(model: Model) -> np.ndarray:
-    """(k, 2) static indices into q of every planar joint's unit complex number (cos θ, sin θ)."""
+    """(k, 2) static indices into q of every planar and revolute-unbounded joint's unit complex number
+    (cos θ, sin θ)."""
     return _unit_columns(model, "unit_complex", 2)

@@ -7,8 +7,9 @@ necessarily depth-first; the builders accept any valid parent array):
 
     parent (n,) int64              -1 for the single root
     joint_types (n,) int64         `jaxsoa.JointType` values (FIXED, REVOLUTE, PRISMATIC, SPHERICAL, FREE,
-                                   PLANAR)
-    joint_axis (n, 3)              unit axis (revolute / prismatic; a unit vector for every link)
+                                   PLANAR, REVOLUTE_UNBOUNDED)
+    joint_axis (n, 3)              unit axis (revolute / prismatic / revolute-unbounded; a unit vector
+                                   for every link)
     placement_rotation (n, 3, 3)   pose of link k's joint frame in its parent's link frame
     placement_translation (n, 3)
     mass (n,), com (n, 3), inertia_com (n, 3, 3)   inertia of link k in its own frame
@@ -157,7 +158,29 @@ def _pin_joint_model(joint_type, axis):
         return pin.JointModelFreeFlyer()
     if joint_type == JointType.PLANAR:
         return pin.JointModelPlanar()
+    if joint_type == JointType.REVOLUTE_UNBOUNDED:
+        return pin_revolute_unbounded(axis)
     raise ValueError(f"joint type {joint_type} has no Pinocchio joint model")
+
+
+def pin_revolute_unbounded(axis) -> pin.JointModel:
+    """Pinocchio's revolute-unbounded joint about the unit `axis` (3,): `JointModelRUBX/RUBY/RUBZ` for a
+    coordinate axis, else `JointModelRevoluteUnboundedUnaligned`, whose Python binding (Pinocchio 4.1) has no
+    axis argument: it is taken from a one-joint URDF (`continuous`) parsed by Pinocchio (the axis is written
+    with `repr`, which round-trips the float64 values exactly)."""
+    axis = np.asarray(axis, dtype=np.float64)
+    for k, joint in enumerate((pin.JointModelRUBX, pin.JointModelRUBY, pin.JointModelRUBZ)):
+        if np.array_equal(axis, np.eye(3)[k]):
+            return joint()
+    xyz = " ".join(repr(float(x)) for x in axis)
+    inertia = '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>'
+    urdf = (f'<robot name="r"><link name="a"/><link name="b"><inertial><mass value="1"/>{inertia}</inertial></link>'
+            f'<joint name="j" type="continuous"><parent link="a"/><child link="b"/><axis xyz="{xyz}"/></joint>'
+            '</robot>')
+    joint = pin.buildModelFromXML(urdf).joints[1]
+    assert joint.shortname() in ("JointModelRevoluteUnboundedUnaligned", "JointModelRUBX", "JointModelRUBY",
+                                 "JointModelRUBZ"), joint.shortname()
+    return joint
 
 
 def depth_first_order(parent) -> list:

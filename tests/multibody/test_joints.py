@@ -21,13 +21,13 @@ from jaxsoa.multibody.joints import JointType, joint_transform, motion_subspace
 CONVENTIONS = pathlib.Path(__file__).parents[2] / "docs" / "conventions.md"
 PINOCCHIO = {JointType.REVOLUTE: pin.JointModelRZ(), JointType.PRISMATIC: pin.JointModelPZ(),
              JointType.SPHERICAL: pin.JointModelSpherical(), JointType.FREE: pin.JointModelFreeFlyer(),
-             JointType.PLANAR: pin.JointModelPlanar()}
+             JointType.PLANAR: pin.JointModelPlanar(), JointType.REVOLUTE_UNBOUNDED: pin.JointModelRUBZ()}
 
 
 def documented_sizes() -> dict:
     """{joint name: (nq, nv)} from the "Coordinates" table of docs/conventions.md."""
     section = CONVENTIONS.read_text().split("## Coordinates", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| *([a-z]+) *\| *(\d+) *\| *(\d+) *\|", section, flags=re.M)
+    rows = re.findall(r"^\| *([a-z_]+) *\| *(\d+) *\| *(\d+) *\|", section, flags=re.M)
     return {name: (int(nq), int(nv)) for name, nq, nv in rows}
 
 
