@@ -1,7 +1,7 @@
 """CRBA, composite inertias, world placements and joint Jacobians on the batch-last layout
 (`jaxsoa.multibody.batch_last`): the path leading-batch calls `crba(model, q[B, nq])` and
-`joint_jacobians(model, q[B, nq])` take when every joint is fixed, revolute, prismatic, spherical, planar
-or free (anywhere in the tree: `supports`).
+`joint_jacobians(model, q[B, nq])` take when every joint is one of `batch_last_frames.HANDLED` (a free joint
+anywhere in the tree: `supports`).
 
 Same equations as `jaxsoa.algorithms.dynamics.crba`: composite inertias by an inward pass, world
 placements by an outward pass, then all joint-space columns at once: column c (link l_c, motion
@@ -34,8 +34,8 @@ FREE_SPATIAL_INDEX = (3, 4, 5, 0, 1, 2)      # a free joint's v = [linear; angul
 
 
 def supports(model: Model) -> bool:
-    """Whether the batch-last CRBA handles `model`: every joint fixed, revolute, prismatic, spherical, planar
-    or free (a free joint need not be a root here); False while `per_sample_only` is active."""
+    """Whether the batch-last CRBA handles `model`: every joint one of `batch_last_frames.HANDLED` (a free joint
+    need not be a root here); False while `per_sample_only` is active."""
     return not in_per_sample_only() and all(JointType(t) in fr.HANDLED for t in model.joint_types)
 
 

@@ -1,7 +1,8 @@
 """Model data, joint frames and joint motions on the batch-last layout (`jaxsoa.multibody.batch_last`),
 for `jaxsoa.algorithms.batch_last`'s RNEA and ABA.
 
-Joints handled: fixed, revolute and prismatic inside the link scans (one scalar coordinate per link),
+Joints handled: fixed, revolute, revolute-unbounded and prismatic inside the link scans (one scalar velocity per
+link; an unbounded joint's frame from its (cos θ, sin θ) instead of its angle),
 free joints, whose 6-DoF motion enters the scans as precomputed per-link spatial vectors (inside the
 scans a free link is a fixed joint; its frame, velocity and acceleration are set here), and the
 three-column joints (`TRIPLES`): spherical (frame R(quaternion), joint motion [ω; 0]) and planar (frame
@@ -22,13 +23,13 @@ import numpy as np
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import SHAPES, batch_shape
 from jaxsoa.multibody.batched import in_per_sample_only
-from jaxsoa.multibody.joints import JointType, planar_rotation
+from jaxsoa.multibody.joints import JointType, planar_rotation, unit_complex
 from jaxsoa.multibody.model import Model, link_inertia, link_placement, model_batch
 from jaxsoa.spatial import batch_last as sp
 from jaxsoa.spatial.rotation import quat_normalize, quat_to_rotation
 
 HANDLED = (JointType.FIXED, JointType.REVOLUTE, JointType.PRISMATIC, JointType.SPHERICAL, JointType.FREE,
-           JointType.PLANAR)
+           JointType.PLANAR, JointType.REVOLUTE_UNBOUNDED)
 
 
 class Triple(NamedTuple):
@@ -45,9 +46,10 @@ TRIPLES = {JointType.SPHERICAL: Triple((2, 1, 0), (0, 1, 2)),    # v = (ω_x, ω
 
 
 def supports(model: Model) -> bool:
-    """Whether the batch-last path handles `model`: every joint fixed, revolute, prismatic, spherical, planar or
-    free, and, where the topology is concrete, every free joint on the world (`free_on_world`; for a traced topology
-    ABA's entry decides at run time, `free_joints_valid`). False while `per_sample_only` is active."""
+    """Whether the batch-last path handles `model`: every joint fixed, revolute (bounded or unbounded), prismatic,
+    spherical, planar or free, and, where the topology is concrete, every free joint on the world
+    (`free_on_world`; for a traced topology ABA's entry decides at run time, `free_joints_valid`). False while
+    `per_sample_only` is active."""
     if in_per_sample_only() or not all(JointType(t) in HANDLED for t in model.joint_types):
         return False
     if isinstance(model.parent, jax.core.Tracer):
@@ -124,12 +126,16 @@ class LinkData(NamedTuple):
     free: jax.Array
 
 
+SCALAR = (JointType.REVOLUTE, JointType.PRISMATIC, JointType.REVOLUTE_UNBOUNDED)
+"""The 1-DoF joints: one velocity, one motion-subspace column (`LinkData.S`)."""
+
+
 def _scalar_joint(model: Model) -> np.ndarray:
-    return np.asarray([JointType(t) in (JointType.REVOLUTE, JointType.PRISMATIC) for t in model.joint_types])
+    return np.isin(np.asarray(model.joint_types), SCALAR)
 
 
 def scalar_links(model: Model) -> np.ndarray:
-    """Static indices of the links with a 1-DoF (revolute or prismatic) joint."""
+    """Static indices of the links with a 1-DoF (revolute, revolute-unbounded or prismatic) joint."""
     return np.flatnonzero(_scalar_joint(model))
 
 
@@ -143,10 +149,11 @@ def _triple_column(model: Model, k: int) -> np.ndarray:
 
 
 def link_slots(model: Model, of: str) -> np.ndarray:
-    """(n,) index of each 1-DoF link's coordinate in q (`of="q"`) or v (`"v"`), and of a three-column link's
-    S₁ column in v; nq / nv for the others."""
+    """(n,) index of each revolute or prismatic link's coordinate in q (`of="q"`), or of each 1-DoF link's
+    velocity and each three-column link's S₁ column in v (`"v"`); nq / nv for the others."""
     if of == "q":
-        return np.where(_scalar_joint(model), model.idx_q, model.nq).astype(np.int32)
+        angle_or_length = np.isin(np.asarray(model.joint_types), (JointType.REVOLUTE, JointType.PRISMATIC))
+        return np.where(angle_or_length, model.idx_q, model.nq).astype(np.int32)
     return np.where(_scalar_joint(model), model.idx_v, _triple_column(model, 0)).astype(np.int32)
 
 
@@ -181,8 +188,8 @@ def _storage_link_data(model: Model) -> tuple:
     armature = jnp.concatenate([model.armature, jnp.zeros(1, dtype)])
     unit = jnp.eye(6, dtype=dtype)
     triple = sum(flag[t] for t in TRIPLES)[:, None]
-    S = jnp.concatenate([model.joint_axis * flag[JointType.REVOLUTE][:, None],
-                         model.joint_axis * flag[JointType.PRISMATIC][:, None]], 1)
+    turning = flag[JointType.REVOLUTE] + flag[JointType.REVOLUTE_UNBOUNDED]
+    S = jnp.concatenate([model.joint_axis * turning[:, None], model.joint_axis * flag[JointType.PRISMATIC][:, None]], 1)
     S_triple = jnp.zeros((model.n_links, 12), dtype)
     for t, (columns, spatial) in TRIPLES.items():                 # S_k = e_spatial[columns[k]]
         S = S + flag[t][:, None] * unit[spatial[columns[0]]][None]
@@ -224,11 +231,16 @@ def triple_coordinates(model: Model, x):
 
 def joint_frames(model: Model, d: LinkData, q, q_links):
     """X_parent_child of every link in depth order, R (n, 9, B) and p (n, 3, B): R_parent_joint R_J,
-    p_parent_joint + R_parent_joint p_J with R_J = exp(â θ), p_J = a d for 1-DoF joints, the
+    p_parent_joint + R_parent_joint p_J with R_J = exp(â θ), p_J = a d for 1-DoF joints (an unbounded joint's
+    sin θ, cos θ taken from its normalised (cos θ, sin θ)), the
     free joints' (R(quaternion), position), the spherical joints' (R(quaternion), 0) and the planar joints'
     (R_z(θ), (x, y, 0)) from q (B, nq)."""
     axis = bl.components(d.axis)
     s, c = bl.stage(bl.always(model.traversal), lambda x: [jnp.sin(x), jnp.cos(x)], q_links * d.revolute)
+    for k in model.links_of_type(JointType.REVOLUTE_UNBOUNDED):
+        pos, i = model.traversal.inverse_order[..., k], model.idx_q[k]
+        cos_sin = unit_complex(q[:, i:i + 2])                                        # (B, 2)
+        s, c = bl.write(s, pos, cos_sin[:, 1]), bl.write(c, pos, cos_sin[:, 0])
     R_joint_child = sp.rodrigues(axis, s, c)                            # exp(â θ), 9 (n, B) entries
     p_joint_child = sp.scale(q_links * d.prismatic, axis)
     for i, pos in enumerate(free_positions(model)):

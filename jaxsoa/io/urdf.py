@@ -8,8 +8,7 @@
   in a name-sorted map, so that is Pinocchio's order, not the file's), so q matches Pinocchio's.
 * `continuous` joints: with `continuous="revolute"` (the default) revolute joints with one coordinate,
   the angle; with `continuous="unbounded"` revolute-unbounded joints (`JointType.REVOLUTE_UNBOUNDED`,
-  Pinocchio's layout: q = (cos θ, sin θ), v = θ̇), so q moves between the engines unchanged. Leading-batch
-  calls on a model with unbounded joints run per sample (the batch-last core does not take them).
+  Pinocchio's layout: q = (cos θ, sin θ), v = θ̇), so q moves between the engines unchanged.
 * Joint axes are normalised (the URDF spec asks for unit axes; Pinocchio normalises too); a
   zero axis raises `ValueError` naming the joint and link.
 * Mimic joints are loaded as independent joints (Pinocchio's default); the relation is not enforced. A
@@ -23,8 +22,7 @@
   batch-last core at a root or on a root welded to the world, elsewhere on the per-sample recursion.
 * A `planar` joint is a planar joint (Pinocchio's `JointModelPlanar`: q = (x, y, cos θ, sin θ),
   v = (v_x, v_y, ω) in the child frame) moving in its joint frame's x-y plane; its `<axis>` (the
-  plane's normal) must be `0 0 1` (`jaxsoa.io.urdf_xml`: Pinocchio ignores it). Leading-batch calls
-  on a model with planar joints run per sample (the batch-last core does not take them).
+  plane's normal) must be `0 0 1` (`jaxsoa.io.urdf_xml`: Pinocchio ignores it).
 * Joint limits, effort, velocity and `<dynamics>` (damping, friction) are not part of a `Model`
   and are not read, for any joint type.
 * `check_inertia="warn"` loads what Pinocchio loads: such a body gets zero inertia, and an inertia

@@ -30,6 +30,8 @@ from jaxsoa.algorithms import batch_last_crba, batch_last_frames
 from jaxsoa.multibody.checks import check_configuration
 from jaxsoa.multibody.config_space import dexp_inv
 from jaxsoa.multibody.joints import JointType
+from tests.algorithms.test_batch_last import assert_adjoint_gradients_equal_plain_autodiff
+from tests.algorithms.test_batch_last_three_column import _forbid_the_per_sample_path
 from tests.algorithms.test_kinematics import jaxsoa_kinematics, pinocchio_kinematics
 from tests.helpers.trees import (
     build_jaxsoa,
@@ -385,30 +387,42 @@ def _batch_calls(model, q, v, a):
                 jacobians=jaxsoa.joint_jacobians(model, q, "local"), placements=jaxsoa.forward_kinematics(model, q))
 
 
-def test_leading_batch_runs_per_sample(pair, states):
-    """The batch-last core does not claim unbounded joints (`supports` is False for frames and CRBA), so
-    leading-batch calls (q (B, nq)), a stacked model and a `jax.vmap` of 16 samples run the per-sample path:
-    equal to per-sample calls to 1e-13; the leading-batch program compiles once for two trees of these types."""
+def test_leading_batch_on_the_core_matches_pinocchio(pair, states, monkeypatch):
+    """The batch-last core takes unbounded joints (its frame from the normalised (cos θ, sin θ), its column S = [a; 0]
+    as a revolute joint's): leading-batch RNEA, ABA (± f_ext) and CRBA with the per-sample recursions made to fail
+    (`_forbid_the_per_sample_path`), against Pinocchio to 1e-11."""
+    model, pin_model = pair
+    state, js = states
+    _forbid_the_per_sample_path(monkeypatch)
+    f_ext = np.random.default_rng(2).normal(size=(N_STATES, model.n_links, 6))
+    got = jax.jit(jaxsoa_dynamics)(model, js["q"], js["v"], js["a"], js["tau"], jnp.asarray(f_ext))
+    fext = [fext_to_pinocchio(model, pin_model, f) for f in f_ext]
+    _compare(got, pinocchio_to_jaxsoa_dynamics(model, pin_model, pinocchio_dynamics(pin_model, state, fext)))
+
+
+def test_leading_batch_equals_per_sample_calls(pair, states):
+    """Leading-batch calls (q (B, nq), the batch-last core), a stacked model and a `jax.vmap` of 16 samples equal
+    per-sample calls to 1e-13 relative to the largest entry (float64 rounding of the same equations in another
+    order); the leading-batch program compiles once for two trees of these types."""
     model, _ = pair
     _, js = states
-    assert not batch_last_frames.supports(model) and not batch_last_crba.supports(model)
+    assert batch_last_frames.supports(model) and batch_last_crba.supports(model)
     q, v, a = js["q"], js["v"], js["a"]
     counted, count = counting(_batch_calls)
     calls, single = jax.jit(counted), jax.jit(_batch_calls)
     got, per_sample = calls(model, q, v, a), [single(model, q[b], v[b], a[b]) for b in range(N_STATES)]
     expected = jax.tree.map(lambda *x: jnp.stack(x), *per_sample)
     for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True):
-        np.testing.assert_allclose(x, y, rtol=0, atol=1e-13)
+        assert relative_error(x, y) < 1e-13
     other = _pair(4)[0]
     calls(other, jnp.flip(q, 0), v, a)
     assert count[0] == 1, count
     per_model = [model, other, _pair(5)[0]] * 2
     per_model_aba = jnp.stack([single(m, q[b], v[b], a[b])["aba"] for b, m in enumerate(per_model)])
-    np.testing.assert_allclose(jax.jit(jaxsoa.aba)(stack_models(per_model), q, v, a), per_model_aba, rtol=0,
-                               atol=1e-13)
+    assert relative_error(jax.jit(jaxsoa.aba)(stack_models(per_model), q, v, a), per_model_aba) < 1e-13
     q16, v16, a16 = (jnp.tile(x, (3, 1))[:16] for x in (q, v, a))
     vmapped = jax.jit(jax.vmap(jaxsoa.aba, (None, 0, 0, 0)))(model, q16, v16, a16)      # the custom_vmap rule
-    np.testing.assert_allclose(vmapped, jnp.tile(expected["aba"], (3, 1))[:16], rtol=0, atol=1e-13)
+    assert relative_error(vmapped, jnp.tile(expected["aba"], (3, 1))[:16]) < 1e-13
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -440,18 +454,30 @@ def test_build_model_needs_a_unit_axis():
                            [np.eye(3)])
 
 
-def test_float32_error_against_pinocchio(states):
-    """The unbounded tree in float32 against Pinocchio's float64 (relative to max |reference|): measured RNEA 1.4e-7,
-    ABA 1.2e-7, CRBA 4.2e-7 (`pytest -s` prints them); bound 1e-5, as for the robots (tests/algorithms)."""
+@pytest.mark.parametrize("path", ["per_sample", "batch_last"])
+def test_float32_error_against_pinocchio(states, path):
+    """The unbounded tree in float32 against Pinocchio's float64 (relative to max |reference|), per sample under
+    `vmap` and on the batch-last core (one leading-batch call): measured RNEA 1.4e-7 / 1.1e-7, ABA 1.2e-7 / 8.4e-8,
+    CRBA 4.2e-7 / 4.2e-7 (`pytest -s` prints them); bound 1e-5, as for the robots (tests/algorithms)."""
     tree = _tree()                                                           # `_pair`'s tree
     model, pin_model = build_jaxsoa(tree, dtype=jnp.float32), build_pinocchio(tree)
     state, js = states
     zero = np.zeros((N_STATES, model.n_links, 6))
-    got = _dynamics(model, *(js[k].astype(jnp.float32) for k in ("q", "v", "a", "tau")), jnp.asarray(zero, jnp.float32))
+    dynamics = _dynamics if path == "per_sample" else jax.jit(jaxsoa_dynamics)
+    got = dynamics(model, *(js[k].astype(jnp.float32) for k in ("q", "v", "a", "tau")), jnp.asarray(zero, jnp.float32))
     ref = pinocchio_to_jaxsoa_dynamics(model, pin_model, pinocchio_dynamics(
         pin_model, state, [fext_to_pinocchio(model, pin_model, f) for f in zero]))
     errors = {key: float(np.abs(np.asarray(got[key], np.float64) - ref[key]).max() / np.abs(ref[key]).max())
               for key in ("rnea", "aba", "crba")}
-    print("float32 relative error vs Pinocchio:", errors)
+    print(f"float32 relative error vs Pinocchio ({path}):", errors)
     assert all(e < 1e-5 for e in errors.values()), errors
+
+
+@pytest.mark.slow            # two gradient compiles (~1 min on a loaded 2-core machine)
+def test_adjoint_gradients_on_the_core_equal_plain_autodiff():
+    """The batched adjoint on the batch-last core (ABA, its factor's solve, RNEA's hand-written reverse mode) with
+    unbounded joints against plain autodiff of the per-sample ABA, in every state argument and model field
+    (`test_batch_last`'s check, 1e-10): the (cos θ, sin θ) cotangents pass through the normalisation."""
+    model = _pair()[0]
+    assert_adjoint_gradients_equal_plain_autodiff(model, np.random.default_rng(11), 11)
 
