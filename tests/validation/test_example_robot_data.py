@@ -20,6 +20,7 @@ robots: float64 O(n) recursions agree to ~1e-13; the margin is M⁻¹'s conditio
 fingers, massless virtual links).
 """
 
+import re
 import warnings
 
 import jax
@@ -193,6 +194,34 @@ def test_every_example_robot_matches_pinocchio(relative):
         model, pin_model, _ = _load(path, floating, "warn", "warn")
         if model.nv:                                 # a fixed base alone: nothing to compare
             _check_against_pinocchio(model, pin_model)
+
+
+CONTINUOUS_URDF = [r for r in EVERY_URDF
+                   if re.search(r"""type\s*=\s*["']continuous["']""", (example_robot_data_dir() / r).read_text())]
+
+
+def test_continuous_urdfs_are_found():
+    """The sweep below covers the example-robot-data URDFs with `continuous` joints (7 in 6.0.0: the continuous
+    double pendulum, Kinova, PR2, three TIAGos, TIAGo Pro)."""
+    assert len(CONTINUOUS_URDF) >= 5, CONTINUOUS_URDF
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("relative", CONTINUOUS_URDF)
+def test_continuous_joints_loaded_unbounded_match_pinocchio(relative):
+    """With `continuous="unbounded"` every `continuous` joint is Pinocchio's revolute-unbounded joint: the same nq
+    as Pinocchio, each joint's q slice the same size and Pinocchio's (cos θ, sin θ) passed unchanged (no atan2 map),
+    and RNEA (± link wrenches), ABA and CRBA agree with Pinocchio (1e-9), fixed base."""
+    path = example_robot_data_dir() / relative
+    pin_model = pin.buildModelFromUrdf(str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)             # TIAGo's antennas: `check_inertia="warn"`
+        model = jaxsoa.load_urdf(path, check_inertia="warn", check_mimic="warn", continuous="unbounded",
+                                 dtype=jnp.float64)
+    assert (model.nq, model.nv) == (pin_model.nq, pin_model.nv)
+    assert JointType.REVOLUTE_UNBOUNDED in model.joint_types
+    assert all(nq == nq_jaxsoa for _, nq, nq_jaxsoa in _coordinates(model, pin_model)[0])
+    _check_against_pinocchio(model, pin_model)
 
 
 def test_a_mimic_of_a_missing_joint_is_refused_or_a_named_warning(tmp_path):
