@@ -3,15 +3,22 @@
 
 With a perfect model the joint error e = q_des − q obeys ë + K_d ė + K_p e = 0; with
 K_p = ω², K_d = 2ω it is critically damped: e(t) = (e₀ + (ė₀ + ω e₀) t) e^{−ωt}.
+
+On a fixed base the position error is the tangent vector e = q_des ⊖ q (`jaxsoa.difference`, Pinocchio's
+`difference(q, q_des)`): q_des − q for revolute and prismatic joints, the shortest turn for revolute-unbounded
+joints (so the closed form above holds for them too, across θ = ±π), log(R_qᵀ R_des) for spherical joints and
+the SE(2) log for planar ones (for these the error law holds to first order in e).
 """
 
 from typing import NamedTuple
 
+import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from jaxsoa.algorithms.dynamics import rnea
 from jaxsoa.algorithms.free_floating import base_and_joint_dofs, floating_base, rnea_free_floating
 from jaxsoa.multibody.arguments import entry_point
+from jaxsoa.multibody.config_space import difference
 from jaxsoa.multibody.joints import JointType
 from jaxsoa.multibody.model import Model
 from jaxsoa.multibody.scalars import check_gain
@@ -31,7 +38,8 @@ def critically_damped_gains(omega) -> PDGains:
 
 
 def commanded_acceleration(q, v, q_des, v_des, a_des, kp, kd):
-    """a_cmd = a_des + K_d (v_des − v) + K_p (q_des − q) for 1-DoF joint coordinates."""
+    """a_cmd = a_des + K_d (v_des − v) + K_p (q_des − q) for 1-DoF joint coordinates (with q = 0 and q_des = e:
+    for the tangent error e = q_des ⊖ q of any joints)."""
     return a_des + kd * (v_des - v) + kp * (q_des - q)
 
 
@@ -41,22 +49,32 @@ def _one_dof(joint_types) -> bool:
     return all(JointType(t).nq == JointType(t).nv for t in joint_types)
 
 
-def _require_one_dof(model: Model):
-    if not _one_dof(model.joint_types):
-        raise ValueError("computed_torque needs 1-DoF joints only; use computed_torque_free_floating")
+def _require_no_free_joint(model: Model):
+    free = model.links_of_type(JointType.FREE)
+    if len(free):
+        raise ValueError(f"computed_torque: link '{model.link_names[free[0]]}' has a free joint, which no torque "
+                         "actuates; for a floating hub use computed_torque_free_floating")
 
 
 def _require_free_floating_arm(model: Model):
-    if floating_base(model) != 0 or not _one_dof(model.joint_types[1:]):
-        raise ValueError("computed_torque_free_floating needs the hub stored first and 1-DoF arm joints")
+    if floating_base(model) != 0:
+        raise ValueError("computed_torque_free_floating needs the hub (a free joint) stored first, as link 0")
+    other = [k for k, t in enumerate(model.joint_types[1:], 1) if not _one_dof([t])]
+    if other:
+        raise ValueError(f"computed_torque_free_floating: link '{model.link_names[other[0]]}' has a "
+                         f"{JointType(model.joint_types[other[0]]).name.lower()} joint; the arm joints must be "
+                         "revolute, prismatic or fixed (q_des is (nv − 6,))")
 
 
-@entry_point(_require_one_dof, q='q', v='v', q_des='q', v_des='v', a_des='v', f_ext='f_ext')
+@entry_point(_require_no_free_joint, q='q', v='v', q_des='q', v_des='v', a_des='v', f_ext='f_ext')
 def computed_torque(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None):
-    """Fixed base: τ = RNEA(q, v, a_cmd). All joints must be 1-DoF (q − q_des is then a tangent
-    vector); for a floating hub use `computed_torque_free_floating`. kp, kd: scalars or (nv,), ≥ 0."""
+    """Fixed base: τ = RNEA(q, v, a_cmd) with e = q_des ⊖ q (module docstring), every joint type but free;
+    for a floating hub use `computed_torque_free_floating`. q, q_des (nq,); v, v_des, a_des (nv,); kp, kd:
+    scalars or (nv,), ≥ 0. Returns τ (nv,)."""
     kp, kd = check_gain("kp", kp, model.nv), check_gain("kd", kd, model.nv)
-    return rnea(model, q, v, commanded_acceleration(q, v, q_des, v_des, a_des, kp, kd), f_ext)
+    e = difference(model, q, q_des)                                      # q_des ⊖ q
+    a_cmd = commanded_acceleration(jnp.zeros_like(e), v, e, v_des, a_des, kp, kd)
+    return rnea(model, q, v, a_cmd, f_ext)
 
 
 @entry_point(_require_free_floating_arm, q='q', v='v', q_des='joints', v_des='joints', a_des='joints', f_ext='f_ext')
