@@ -29,7 +29,8 @@ def _dense_solve(model, q, b):
 
 
 @pytest.mark.parametrize("floating, joint", [(False, None), (True, None), (False, JointType.SPHERICAL),
-                                             (True, JointType.SPHERICAL), (True, JointType.PLANAR)])
+                                             (True, JointType.SPHERICAL), (True, JointType.PLANAR)],
+                         ids=["fixed", "floating", "fixed-spherical", "floating-spherical", "floating-planar"])
 def test_solve_reusing_the_forward_factor_equals_a_dense_solve(floating, joint):
     if joint is not None:                       # a three-column link's columns in the factor
         rng, model, _ = test_batch_last_three_column._case(6, n_links=7, floating=floating, joint=joint)
@@ -88,7 +89,7 @@ def _count_scans(jaxpr) -> int:
     return count
 
 
-@pytest.mark.parametrize("joint", [None, JointType.SPHERICAL, JointType.PLANAR])
+@pytest.mark.parametrize("joint", [None, JointType.SPHERICAL, JointType.PLANAR], ids=["1-dof", "spherical", "planar"])
 def test_rnea_at_the_forward_factor_equals_rnea(joint):
     """The adjoint's residual reuses the forward ABA's link motions and forces (`rnea_at`): its value,
     its VJP (all arrays and model fields) and its JVP equal RNEA's at q̈ = ABA(q, v, τ), 1e-10, and

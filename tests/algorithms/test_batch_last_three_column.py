@@ -49,6 +49,7 @@ from tests.helpers.trees import (
 
 R, P, S, F, X = JointType.REVOLUTE, JointType.PRISMATIC, JointType.SPHERICAL, JointType.FREE, JointType.FIXED
 JOINTS = [JointType.SPHERICAL, JointType.PLANAR]
+JOINT_IDS = ["spherical", "planar"]
 TOL = 1e-9
 
 
@@ -98,8 +99,9 @@ def _against_pinocchio(model, pin_model, rng, n_states=6, dtype=jnp.float64):
     return got, ref
 
 
-@pytest.mark.parametrize("joint", JOINTS)
-@pytest.mark.parametrize("seed, floating, chain", [(1, False, False), (2, True, False), (3, False, True)])
+@pytest.mark.parametrize("joint", JOINTS, ids=JOINT_IDS)
+@pytest.mark.parametrize("seed, floating, chain", [(1, False, False), (2, True, False), (3, False, True)],
+                         ids=["tree", "free-flyer", "chain"])
 def test_rnea_aba_crba_against_pinocchio(seed, floating, chain, joint, monkeypatch):
     rng, model, pin_model = _case(seed, floating=floating, chain=chain, joint=joint)
     _forbid_the_per_sample_path(monkeypatch)
@@ -108,7 +110,7 @@ def test_rnea_aba_crba_against_pinocchio(seed, floating, chain, joint, monkeypat
         assert relative_error(got[name], ref[name]) < TOL, name
 
 
-@pytest.mark.parametrize("joint", JOINTS)
+@pytest.mark.parametrize("joint", JOINTS, ids=JOINT_IDS)
 def test_float32_error_against_pinocchio(joint):
     """float32, a 9-link tree with three-column joints: measured (spherical / planar) 4.6e-7 / 2.3e-7 (RNEA),
     1.1e-6 / 1.0e-6 (ABA), 5.1e-7 / 3.0e-7 (CRBA) of max |result|; bound 1e-5, as the Panda's."""
@@ -137,7 +139,7 @@ def _per_sample(fn, *xs):
     return jax.jit(jax.vmap(fn))(*xs)
 
 
-@pytest.mark.parametrize("joint", JOINTS)
+@pytest.mark.parametrize("joint", JOINTS, ids=JOINT_IDS)
 def test_every_batch_path_entry_point_equals_the_per_sample_recursions(joint):
     rng, model, _ = _case(5, n_links=8, floating=True, joint=joint)
     q = jax.vmap(lambda k: jaxsoa.random_configuration(model, k))(jax.random.split(jax.random.key(5), 5))
@@ -168,7 +170,7 @@ def test_every_batch_path_entry_point_equals_the_per_sample_recursions(joint):
             assert relative_error(g, r) < 1e-10, name
 
 
-@pytest.mark.parametrize("joint", JOINTS)
+@pytest.mark.parametrize("joint", JOINTS, ids=JOINT_IDS)
 def test_stacked_trees_with_three_column_joints_against_pinocchio_in_one_compilation(joint, monkeypatch):
     rng = np.random.default_rng(7)
     _forbid_the_per_sample_path(monkeypatch)
@@ -195,7 +197,7 @@ def test_stacked_trees_with_three_column_joints_against_pinocchio_in_one_compila
 
 
 @pytest.mark.slow            # two gradient compiles (~1 min on a loaded 2-core machine)
-@pytest.mark.parametrize("joint", JOINTS)
+@pytest.mark.parametrize("joint", JOINTS, ids=JOINT_IDS)
 def test_adjoint_gradients_equal_plain_autodiff_per_sample(joint):
     """The batched adjoint (ABA, its factor's solve and RNEA's hand-written reverse mode, all with
     three-column joints) against plain autodiff of the per-sample ABA (`test_batch_last`'s check)."""
@@ -203,7 +205,7 @@ def test_adjoint_gradients_equal_plain_autodiff_per_sample(joint):
     assert_adjoint_gradients_equal_plain_autodiff(model, rng, 8)
 
 
-@pytest.mark.parametrize("joint", JOINTS)
+@pytest.mark.parametrize("joint", JOINTS, ids=JOINT_IDS)
 def test_bad_inputs_are_named_on_the_batch_path(joint):
     """A model with three-column joints takes the batch path, and its calls still reject wrong shapes and
     dtypes by argument name, before any work."""
