@@ -28,6 +28,15 @@ from jaxsoa.algorithms import batch_last_frames
 from jaxsoa.multibody.config_space import dexp_inv
 from jaxsoa.multibody.joints import JointType
 from tests.algorithms.test_kinematics import jaxsoa_kinematics, pinocchio_kinematics
+from tests.helpers.joint_checks import (
+    URDF_LIMIT,
+    batch_calls,
+    compare,
+    configuration_space_against_pinocchio,
+    pinocchio_and_jaxsoa_states,
+    urdf_joint,
+    urdf_link,
+)
 from tests.helpers.trees import (
     build_jaxsoa,
     build_pinocchio,
@@ -38,9 +47,7 @@ from tests.helpers.trees import (
     pinocchio_to_jaxsoa_dynamics,
     random_state,
     random_tree,
-    relative_error,
     stack_models,
-    to_jaxsoa,
 )
 
 TOL = 1e-11
@@ -66,29 +73,13 @@ def pair():
 @pytest.fixture(scope="module")
 def states(pair):
     """N_STATES random states, Pinocchio's layout (`pin.randomConfiguration`) and jaxsoa's."""
-    model, pin_model = pair
-    state = random_state(np.random.default_rng(0), pin_model, N_STATES)
-    return state, {k: jnp.asarray(x) for k, x in to_jaxsoa(model, pin_model, state).items()}
-
-
-def _compare(got, expected):
-    errors = {key: relative_error(got[key], expected[key]) for key in expected}
-    print(errors)                                                            # shown with `pytest -s`
-    assert all(e <= TOL for e in errors.values()), errors
+    return pinocchio_and_jaxsoa_states(pair, N_STATES)
 
 
 def _planar_urdf(tmp_path, axis='<axis xyz="0 0 1"/>'):
     """A URDF chain: revolute shoulder, planar `table` (rotated origin, normal `axis`), prismatic slide, a welded
     tool, a second planar `puck` (no <limit>: URDF needs none on planar joints)."""
-    def link(name, mass, com):
-        return (f'<link name="{name}"><inertial><origin xyz="{com}" rpy="0.1 -0.2 0.3"/><mass value="{mass}"/>'
-                '<inertia ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0.002" izz="0.025"/></inertial></link>')
-
-    def joint(name, kind, parent, child, origin, extra=""):
-        return (f'<joint name="{name}" type="{kind}"><parent link="{parent}"/><child link="{child}"/>'
-                f'<origin xyz="{origin}" rpy="0.3 -0.5 0.7"/>{extra}</joint>')
-
-    limit = '<limit lower="-1" upper="1" effort="5" velocity="2"/>'
+    link, joint, limit = urdf_link, urdf_joint, URDF_LIMIT
     body = "\n".join([
         link("base", 1.0, "0 0 0"), link("arm", 2.0, "0.1 0 0"), link("sled", 1.5, "0 0.1 0.05"),
         link("slider", 0.7, "0 0 0.1"), link("tool", 0.3, "0.05 0 0"), link("disc", 0.9, "0.02 0.03 0"),
@@ -114,7 +105,7 @@ def test_dynamics_match_pinocchio(pair, states):
     f_ext = np.random.default_rng(1).normal(size=(N_STATES, model.n_links, 6))
     fext = [fext_to_pinocchio(model, pin_model, f) for f in f_ext]
     got = _dynamics(model, js["q"], js["v"], js["a"], js["tau"], jnp.asarray(f_ext))
-    _compare(got, pinocchio_to_jaxsoa_dynamics(model, pin_model, pinocchio_dynamics(pin_model, state, fext)))
+    compare(TOL, got, pinocchio_to_jaxsoa_dynamics(model, pin_model, pinocchio_dynamics(pin_model, state, fext)))
 
 
 def test_kinematics_match_pinocchio(pair, states):
@@ -122,29 +113,14 @@ def test_kinematics_match_pinocchio(pair, states):
     frames, centre of mass and momenta, to 1e-11."""
     model, pin_model = pair
     state, js = states
-    _compare(_kinematics(model, js["q"], js["v"], js["a"]), pinocchio_kinematics(model, pin_model, state))
+    compare(TOL, _kinematics(model, js["q"], js["v"], js["a"]), pinocchio_kinematics(model, pin_model, state))
 
 
 def test_configuration_space_matches_pinocchio(pair, states):
     """`neutral`, `integrate`, `difference` and `interpolate` (u = 0.3 and 1.6) equal Pinocchio's, to 1e-11."""
     model, pin_model = pair
     state, js = states
-    q_index, v_index = coordinate_maps(model, pin_model)
-    np.testing.assert_array_equal(np.asarray(jaxsoa.neutral(model)), pin.neutral(pin_model)[q_index])
-    q0, q1, v = state["q"], np.roll(state["q"], 1, axis=0), 2.0 * state["v"]
-    j0, j1 = js["q"], jnp.roll(js["q"], 1, axis=0)
-
-    def reference(fn, *args):
-        return np.stack([fn(pin_model, *row) for row in zip(*args, strict=True)])
-
-    got = dict(integrate=jax.vmap(jaxsoa.integrate, (None, 0, 0))(model, j0, 2.0 * js["v"]),
-               difference=jax.vmap(jaxsoa.difference, (None, 0, 0))(model, j0, j1))
-    expected = dict(integrate=reference(pin.integrate, q0, v)[:, q_index],
-                    difference=reference(pin.difference, q0, q1)[:, v_index])
-    for u in (0.3, 1.6):
-        got[f"interpolate {u}"] = jax.vmap(jaxsoa.interpolate, (None, 0, 0, None))(model, j0, j1, u)
-        expected[f"interpolate {u}"] = reference(pin.interpolate, q0, q1, [u] * N_STATES)[:, q_index]
-    _compare(got, expected)
+    compare(TOL, *configuration_space_against_pinocchio(model, pin_model, state, js))
 
 
 def test_difference_at_small_angles_is_exact():
@@ -184,7 +160,7 @@ def test_urdf_planar_joints_load_like_pinocchio(tmp_path):
     fext = [[pin.Force.Zero()] * pin_model.njoints] * N_STATES
     js = {k: jnp.asarray(x) for k, x in state.items()}
     got = _dynamics(model, js["q"], js["v"], js["a"], js["tau"], jnp.asarray(zero))
-    _compare(got, pinocchio_dynamics(pin_model, state, fext))
+    compare(TOL, got, pinocchio_dynamics(pin_model, state, fext))
 
 
 @pytest.mark.parametrize("axis", ['<axis xyz="1 0 0"/>', '<axis xyz="0 0 -1"/>', '<axis xyz="0 0.1 1"/>', ""],
@@ -294,12 +270,6 @@ def test_rk4_conserves_the_energy_of_a_torque_free_chain(pair, states):
 # batches
 # --------------------------------------------------------------------------------------------- #
 
-def _batch_calls(model, q, v, a):
-    """The entry points with a batch-last path, at one state or a leading batch of them."""
-    return dict(rnea=jaxsoa.rnea(model, q, v, a), aba=jaxsoa.aba(model, q, v, a), crba=jaxsoa.crba(model, q),
-                jacobians=jaxsoa.joint_jacobians(model, q, "local"), placements=jaxsoa.forward_kinematics(model, q))
-
-
 def test_leading_batch_equals_per_sample_calls(pair, states):
     """The batch-last core takes planar joints (`supports`; tests/algorithms/test_batch_last_three_column.py checks
     it against Pinocchio): leading-batch calls (q (B, nq)), a stacked model and a `jax.vmap` of 16 samples equal
@@ -308,7 +278,7 @@ def test_leading_batch_equals_per_sample_calls(pair, states):
     _, js = states
     assert batch_last_frames.supports(model)
     q, v, a = js["q"], js["v"], js["a"]
-    calls, aba = jax.jit(_batch_calls), jax.jit(jaxsoa.aba)
+    calls, aba = jax.jit(batch_calls), jax.jit(jaxsoa.aba)
     got, per_sample = calls(model, q, v, a), [calls(model, q[b], v[b], a[b]) for b in range(N_STATES)]
     expected = jax.tree.map(lambda *x: jnp.stack(x), *per_sample)
     for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True):

@@ -33,6 +33,15 @@ from jaxsoa.multibody.joints import JointType
 from tests.algorithms.test_batch_last import assert_adjoint_gradients_equal_plain_autodiff
 from tests.algorithms.test_batch_last_three_column import _forbid_the_per_sample_path
 from tests.algorithms.test_kinematics import jaxsoa_kinematics, pinocchio_kinematics
+from tests.helpers.joint_checks import (
+    URDF_LIMIT,
+    batch_calls,
+    compare,
+    configuration_space_against_pinocchio,
+    pinocchio_and_jaxsoa_states,
+    urdf_joint,
+    urdf_link,
+)
 from tests.helpers.trees import (
     build_jaxsoa,
     build_pinocchio,
@@ -47,7 +56,6 @@ from tests.helpers.trees import (
     random_tree,
     relative_error,
     stack_models,
-    to_jaxsoa,
 )
 
 TOL = 1e-11
@@ -85,30 +93,14 @@ def pair():
 def states(pair):
     """N_STATES random states, Pinocchio's layout (`pin.randomConfiguration`: unbounded θ uniform in [−π, π]) and
     jaxsoa's."""
-    model, pin_model = pair
-    state = random_state(np.random.default_rng(0), pin_model, N_STATES)
-    return state, {k: jnp.asarray(x) for k, x in to_jaxsoa(model, pin_model, state).items()}
-
-
-def _compare(got, expected, tol=TOL):
-    errors = {key: relative_error(got[key], expected[key]) for key in expected}
-    print(errors)                                                            # shown with `pytest -s`
-    assert all(e <= tol for e in errors.values()), errors
+    return pinocchio_and_jaxsoa_states(pair, N_STATES)
 
 
 def _continuous_urdf(tmp_path):
     """A URDF chain: continuous `hub` (axis 0 0 1: Pinocchio's RUBZ), revolute `shoulder`, continuous `wheel`
     (axis 0.3 -0.5 0.8, unnormalised: unaligned), prismatic `slide`, a welded tool, planar `puck`, continuous
     `spinner` (axis 1 0 0); no <limit> on the continuous joints (URDF needs none)."""
-    def link(name, mass, com):
-        return (f'<link name="{name}"><inertial><origin xyz="{com}" rpy="0.1 -0.2 0.3"/><mass value="{mass}"/>'
-                '<inertia ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0.002" izz="0.025"/></inertial></link>')
-
-    def joint(name, kind, parent, child, origin, extra=""):
-        return (f'<joint name="{name}" type="{kind}"><parent link="{parent}"/><child link="{child}"/>'
-                f'<origin xyz="{origin}" rpy="0.3 -0.5 0.7"/>{extra}</joint>')
-
-    limit = '<limit lower="-1" upper="1" effort="5" velocity="2"/>'
+    link, joint, limit = urdf_link, urdf_joint, URDF_LIMIT
     body = "\n".join([
         link("base", 1.0, "0 0 0"), link("hubl", 1.2, "0.05 0 0"), link("arm", 2.0, "0.1 0 0"),
         link("rim", 1.5, "0 0.1 0.05"), link("slider", 0.7, "0 0 0.1"), link("tool", 0.3, "0.05 0 0"),
@@ -150,7 +142,7 @@ def test_dynamics_match_pinocchio(pair, states):
     f_ext = np.random.default_rng(1).normal(size=(N_STATES, model.n_links, 6))
     fext = [fext_to_pinocchio(model, pin_model, f) for f in f_ext]
     got = _dynamics(model, js["q"], js["v"], js["a"], js["tau"], jnp.asarray(f_ext))
-    _compare(got, pinocchio_to_jaxsoa_dynamics(model, pin_model, pinocchio_dynamics(pin_model, state, fext)))
+    compare(TOL, got, pinocchio_to_jaxsoa_dynamics(model, pin_model, pinocchio_dynamics(pin_model, state, fext)))
 
 
 def _frame_velocities(model, q, v):
@@ -176,7 +168,7 @@ def test_kinematics_match_pinocchio(pair, states):
             rows.append([motion_to_jaxsoa(pin.getFrameVelocity(pin_model, data, pin_model.getFrameId(name),
                                                                 pin_ref).vector) for name in model.link_names])
         got[f"frame_velocity {ref}"], expected[f"frame_velocity {ref}"] = frames[ref], np.asarray(rows)
-    _compare(got, expected)
+    compare(TOL, got, expected)
 
 
 def test_configuration_space_matches_pinocchio(pair, states):
@@ -184,22 +176,7 @@ def test_configuration_space_matches_pinocchio(pair, states):
     `random_configuration` holds unit (cos θ, sin θ) with θ spread over (−π, π] (Pinocchio's range)."""
     model, pin_model = pair
     state, js = states
-    q_index, v_index = coordinate_maps(model, pin_model)
-    np.testing.assert_array_equal(np.asarray(jaxsoa.neutral(model)), pin.neutral(pin_model)[q_index])
-    q0, q1, v = state["q"], np.roll(state["q"], 1, axis=0), 2.0 * state["v"]
-    j0, j1 = js["q"], jnp.roll(js["q"], 1, axis=0)
-
-    def reference(fn, *args):
-        return np.stack([fn(pin_model, *row) for row in zip(*args, strict=True)])
-
-    got = dict(integrate=jax.vmap(jaxsoa.integrate, (None, 0, 0))(model, j0, 2.0 * js["v"]),
-               difference=jax.vmap(jaxsoa.difference, (None, 0, 0))(model, j0, j1))
-    expected = dict(integrate=reference(pin.integrate, q0, v)[:, q_index],
-                    difference=reference(pin.difference, q0, q1)[:, v_index])
-    for u in (0.3, 1.6):
-        got[f"interpolate {u}"] = jax.vmap(jaxsoa.interpolate, (None, 0, 0, None))(model, j0, j1, u)
-        expected[f"interpolate {u}"] = reference(pin.interpolate, q0, q1, [u] * N_STATES)[:, q_index]
-    _compare(got, expected)
+    compare(TOL, *configuration_space_against_pinocchio(model, pin_model, state, js))
     keys = jax.random.split(jax.random.key(0), 64)
     q = np.asarray(jax.vmap(jaxsoa.random_configuration, (None, 0))(model, keys))[:, model.q_columns(U)]
     np.testing.assert_allclose(np.linalg.norm(q, axis=-1), 1.0, rtol=0, atol=1e-15)
@@ -232,7 +209,7 @@ def test_urdf_continuous_unbounded_loads_like_pinocchio(tmp_path):
     state, js = _urdf_states(pin_model)
     fext = [[pin.Force.Zero()] * pin_model.njoints] * N_STATES
     got = _dynamics(model, js["q"], js["v"], js["a"], js["tau"], jnp.zeros((N_STATES, model.n_links, 6)))
-    _compare(got, pinocchio_dynamics(pin_model, state, fext))
+    compare(TOL, got, pinocchio_dynamics(pin_model, state, fext))
 
 
 def test_urdf_continuous_default_is_one_coordinate(tmp_path):
@@ -252,8 +229,8 @@ def test_urdf_continuous_default_is_one_coordinate(tmp_path):
         else:
             q[:, j:j + t.nq] = state["q"][:, i:i + t.nq]
     zero = jnp.zeros((N_STATES, default.n_links, 6))
-    _compare(_dynamics(default, jnp.asarray(q), js["v"], js["a"], js["tau"], zero),
-             _dynamics(unbounded, js["q"], js["v"], js["a"], js["tau"], zero), tol=1e-12)
+    compare(1e-12, _dynamics(default, jnp.asarray(q), js["v"], js["a"], js["tau"], zero),
+            _dynamics(unbounded, js["q"], js["v"], js["a"], js["tau"], zero))
 
 
 @pytest.mark.parametrize("value", ["Unbounded", "cos_sin", None, 2])
@@ -381,12 +358,6 @@ def test_identities(pair, states):
 # batches
 # --------------------------------------------------------------------------------------------- #
 
-def _batch_calls(model, q, v, a):
-    """The entry points with a batch-last path, at one state or a leading batch of them."""
-    return dict(rnea=jaxsoa.rnea(model, q, v, a), aba=jaxsoa.aba(model, q, v, a), crba=jaxsoa.crba(model, q),
-                jacobians=jaxsoa.joint_jacobians(model, q, "local"), placements=jaxsoa.forward_kinematics(model, q))
-
-
 def test_leading_batch_on_the_core_matches_pinocchio(pair, states, monkeypatch):
     """The batch-last core takes unbounded joints (its frame from the normalised (cos θ, sin θ), its column S = [a; 0]
     as a revolute joint's): leading-batch RNEA, ABA (± f_ext) and CRBA with the per-sample recursions made to fail
@@ -397,7 +368,7 @@ def test_leading_batch_on_the_core_matches_pinocchio(pair, states, monkeypatch):
     f_ext = np.random.default_rng(2).normal(size=(N_STATES, model.n_links, 6))
     got = jax.jit(jaxsoa_dynamics)(model, js["q"], js["v"], js["a"], js["tau"], jnp.asarray(f_ext))
     fext = [fext_to_pinocchio(model, pin_model, f) for f in f_ext]
-    _compare(got, pinocchio_to_jaxsoa_dynamics(model, pin_model, pinocchio_dynamics(pin_model, state, fext)))
+    compare(TOL, got, pinocchio_to_jaxsoa_dynamics(model, pin_model, pinocchio_dynamics(pin_model, state, fext)))
 
 
 def test_leading_batch_equals_per_sample_calls(pair, states):
@@ -408,8 +379,8 @@ def test_leading_batch_equals_per_sample_calls(pair, states):
     _, js = states
     assert batch_last_frames.supports(model) and batch_last_crba.supports(model)
     q, v, a = js["q"], js["v"], js["a"]
-    counted, count = counting(_batch_calls)
-    calls, single = jax.jit(counted), jax.jit(_batch_calls)
+    counted, count = counting(batch_calls)
+    calls, single = jax.jit(counted), jax.jit(batch_calls)
     got, per_sample = calls(model, q, v, a), [single(model, q[b], v[b], a[b]) for b in range(N_STATES)]
     expected = jax.tree.map(lambda *x: jnp.stack(x), *per_sample)
     for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True):
