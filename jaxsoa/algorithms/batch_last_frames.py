@@ -14,6 +14,7 @@ Per-sample states are (B, nq) / (B, nv) in Pinocchio's layout; per-link arrays a
 the traversal's depth order, model data (n, k, 1) shared by the batch, or (n, k, B) for a stacked
 model (`jaxsoa.multibody.model.stack_models`: a tree, placements and inertias per sample).
 """
+
 from typing import NamedTuple
 
 import jax
@@ -232,9 +233,8 @@ def triple_coordinates(model: Model, x):
 def joint_frames(model: Model, d: LinkData, q, q_links):
     """X_parent_child of every link in depth order, R (n, 9, B) and p (n, 3, B): R_parent_joint R_J,
     p_parent_joint + R_parent_joint p_J with R_J = exp(â θ), p_J = a d for 1-DoF joints (an unbounded joint's
-    sin θ, cos θ taken from its normalised (cos θ, sin θ)), the
-    free joints' (R(quaternion), position), the spherical joints' (R(quaternion), 0) and the planar joints'
-    (R_z(θ), (x, y, 0)) from q (B, nq)."""
+    sin θ, cos θ taken from its normalised (cos θ, sin θ)), the free joints' (R(quaternion), position), the
+    spherical joints' (R(quaternion), 0) and the planar joints' (R_z(θ), (x, y, 0)) from q (B, nq)."""
     axis = bl.components(d.axis)
     s, c = bl.stage(bl.always(model.traversal), lambda x: [jnp.sin(x), jnp.cos(x)], q_links * d.revolute)
     for k in model.links_of_type(JointType.REVOLUTE_UNBOUNDED):
