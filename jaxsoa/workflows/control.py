@@ -43,12 +43,6 @@ def commanded_acceleration(q, v, q_des, v_des, a_des, kp, kd):
     return a_des + kd * (v_des - v) + kp * (q_des - q)
 
 
-def _one_dof(joint_types) -> bool:
-    """Whether every joint's coordinates are its velocities (nq = nv: 1-DoF or fixed), so that
-    q − q_des is a tangent vector."""
-    return all(JointType(t).nq == JointType(t).nv for t in joint_types)
-
-
 def _require_no_free_joint(model: Model):
     free = model.links_of_type(JointType.FREE)
     if len(free):
@@ -59,7 +53,7 @@ def _require_no_free_joint(model: Model):
 def _require_free_floating_arm(model: Model):
     if floating_base(model) != 0:
         raise ValueError("computed_torque_free_floating needs the hub (a free joint) stored first, as link 0")
-    other = [k for k, t in enumerate(model.joint_types[1:], 1) if not _one_dof([t])]
+    other = [k for k, t in enumerate(model.joint_types[1:], 1) if JointType(t).nq != JointType(t).nv]   # q ≠ v
     if other:
         raise ValueError(f"computed_torque_free_floating: link '{model.link_names[other[0]]}' has a "
                          f"{JointType(model.joint_types[other[0]]).name.lower()} joint; the arm joints must be "
