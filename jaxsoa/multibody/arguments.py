@@ -45,11 +45,16 @@ def _free_joint_dofs(model: Model) -> int:
     return model.nv - 6
 
 
+def _free_joint_coordinates(model: Model) -> int:
+    return model.nq - 7
+
+
 SHAPES: dict[str, Callable] = {
     "q": lambda m: (m.nq,),
     "v": lambda m: (m.nv,),
     "f_ext": lambda m: (m.n_links, 6),
     "joints": lambda m: (_free_joint_dofs(m),),
+    "joint_q": lambda m: (_free_joint_coordinates(m),),
 }
 """Expected per-sample shape of each kind of state argument, from the model."""
 

@@ -50,14 +50,9 @@ def _require_no_free_joint(model: Model):
                          "actuates; for a floating hub use computed_torque_free_floating")
 
 
-def _require_free_floating_arm(model: Model):
+def _require_hub_first(model: Model):
     if floating_base(model) != 0:
         raise ValueError("computed_torque_free_floating needs the hub (a free joint) stored first, as link 0")
-    other = [k for k, t in enumerate(model.joint_types[1:], 1) if JointType(t).nq != JointType(t).nv]   # q ≠ v
-    if other:
-        raise ValueError(f"computed_torque_free_floating: link '{model.link_names[other[0]]}' has a "
-                         f"{JointType(model.joint_types[other[0]]).name.lower()} joint; the arm joints must be "
-                         "revolute, prismatic or fixed (q_des is (nv − 6,))")
 
 
 @entry_point(_require_no_free_joint, q='q', v='v', q_des='q', v_des='v', a_des='v', f_ext='f_ext')
@@ -71,14 +66,18 @@ def computed_torque(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None)
     return rnea(model, q, v, a_cmd, f_ext)
 
 
-@entry_point(_require_free_floating_arm, q='q', v='v', q_des='joints', v_des='joints', a_des='joints', f_ext='f_ext')
+@entry_point(_require_hub_first, q='q', v='v', q_des='joint_q', v_des='joints', a_des='joints', f_ext='f_ext')
 def computed_torque_free_floating(model: Model, q, v, q_des, v_des, a_des, kp, kd, f_ext=None):
     """Free-floating hub: joint torques (nv − 6,) that give the joints a_cmd while the hub moves
-    freely (momentum conserved). q_des, v_des, a_des are joint-space targets (nv − 6,); the joints
-    other than the hub's must be 1-DoF. kp, kd: scalars or (nv − 6,), ≥ 0."""
+    freely (momentum conserved), with e = q_des ⊖ q over the joints (module docstring; any joint type below
+    the hub). q_des: the joints' configuration (nq − 7,), q without the hub's 7 entries; v_des, a_des
+    (nv − 6,); kp, kd: scalars or (nv − 6,), ≥ 0. For 1-DoF joints q_des, v_des, a_des all have nv − 6
+    entries."""
     kp, kd = check_gain("kp", kp, model.nv - 6), check_gain("kd", kd, model.nv - 6)
     _, joint_dofs = base_and_joint_dofs(model)
-    a_cmd = commanded_acceleration(q[JointType.FREE.nq:], v[joint_dofs], q_des, v_des, a_des, kp, kd)
+    hub = JointType.FREE.nq
+    e = difference(model, q, jnp.concatenate([q[:hub], q_des]))[joint_dofs]     # q_des ⊖ q (zero on the hub)
+    a_cmd = commanded_acceleration(jnp.zeros_like(e), v[joint_dofs], e, v_des, a_des, kp, kd)
     return rnea_free_floating(model, q, v, a_cmd, f_ext).tau_joints
 
 
