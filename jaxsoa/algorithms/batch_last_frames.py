@@ -308,4 +308,4 @@ def joint_vector(model: Model, y_links, free_values, triple_values=()):
     for (k, _), value in zip(triple_links(model), triple_values, strict=True):
         sources.append(jnp.stack(value))                                           # (3, B)
         source_of.update({int(model.idx_v[k]) + j: len(source_of) + j for j in range(3)})
-    return jnp.concatenate(sources, 0)[np.asarray([source_of[c] for c in range(model.nv)])].T
+    return jnp.concatenate(sources, 0)[np.asarray([source_of[c] for c in range(model.nv)], np.int32)].T

@@ -76,7 +76,8 @@ def to_slots(model: Model, x):
 
 def from_slots(model: Model, x_slots):
     """(..., n, d) -> (..., nv): inverse of `to_slots` (padding discarded)."""
-    return x_slots.reshape((*x_slots.shape[:-2], -1))[..., model.dof_index]
+    n, d = x_slots.shape[-2:]
+    return x_slots.reshape((*x_slots.shape[:-2], n * d))[..., model.dof_index]     # (no -1: a leading 0 when nv = 0)
 
 
 def world_acceleration(model: Model):

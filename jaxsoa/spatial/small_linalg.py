@@ -31,6 +31,8 @@ def _gauss_jordan(A, B):
     a `lax.fori_loop` (the program does not grow with d). The row operations are taken from A alone, so
     the result is linear in B (JAX can transpose it in B)."""
     d = A.shape[-1]
+    if d == 0:                                                          # nothing to eliminate (nor to trace)
+        return B
     row_of = jnp.arange(d).reshape((1,) * (A.ndim - 2) + (d, 1))      # i, for a (..., d, ·) array
 
     def rows_at(X, i):                                                  # X[..., i:i+1, :]

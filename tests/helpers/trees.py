@@ -311,7 +311,7 @@ def stack_models(models) -> jaxsoa.Model:
 def relative_error(x, ref) -> float:
     """max |x - ref| / max(1, max |ref|): absolute below unit scale, relative above."""
     x, ref = np.asarray(x), np.asarray(ref)
-    return float(np.abs(x - ref).max() / max(1.0, np.abs(ref).max()))
+    return float(np.abs(x - ref).max(initial=0.0) / max(1.0, np.abs(ref).max(initial=0.0)))     # 0 for empty arrays
 
 
 def jaxsoa_dynamics(model, q, v, a, tau, f_ext) -> dict:
