@@ -93,8 +93,9 @@ def dense_access(n: int) -> bool:
 
 
 def always(trav: Traversal):
-    """A traced scalar that is always true (a stage predicate XLA cannot fold)."""
-    return trav.order.reshape(-1)[0] >= 0
+    """A traced scalar that is always true (a stage predicate XLA cannot fold, even for a topology that is a
+    constant of the program, such as a model closed over by `jax.jit`: hence the optimization barrier)."""
+    return jax.lax.optimization_barrier(trav.order.reshape(-1)[0]) >= 0
 
 
 def _row_mask(buffer, pos):

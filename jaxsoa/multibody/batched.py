@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.multibody.model import Model
-from jaxsoa.multibody.tied import tied_to_states
+from jaxsoa.multibody.tied import fenced_constants, tied_to_states
 
 
 class BatchedPath(NamedTuple):
@@ -122,15 +122,16 @@ def run_batched(path: BatchedPath, model: Model, arguments: dict, trailing: dict
     """path.fn on the leading axes `lead` flattened to B: the state arguments (`trailing`: {name: per-sample
     shape}) reshaped to (B, ...), shared ones broadcast, in chunks of `path.chunk(model)` (or `BATCH_CHUNK`)
     samples (with the model, when `model_name` names a stacked one); the result's leading axis is split back
-    into `lead`. Inside, the model and the shared arrays are `tied_to_states` of the chunk."""
+    into `lead`. A model or array closed over by an enclosing `jax.jit` is `fenced_constants` first; inside, the model
+    and the shared arrays are `tied_to_states` of the chunk."""
     size = int(np.prod(lead))
-    args, batched = dict(arguments), {}
+    args, batched = fenced_constants(dict(arguments)), {}
     for name, shape in trailing.items():
         value = args.get(name)
         if isinstance(value, jax.Array):
             batched[name] = jnp.broadcast_to(value, (*lead, *shape)).reshape((size, *shape))
     if model_name is not None:
-        batched[model_name] = model
+        batched[model_name] = args[model_name]
 
     def call(**xs):
         shared = {name: value for name, value in args.items() if isinstance(value, (Model, jax.Array, np.ndarray))}
