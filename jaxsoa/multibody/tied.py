@@ -4,6 +4,8 @@ split the call (docs/performance.md, "Loop-invariant hoisting")."""
 import jax
 import numpy as np
 
+from jaxsoa.multibody.model import Model
+
 
 def tied_to_states(shared, states):
     """(shared, states) with every array leaf of both (the model's topology included) tied together when
@@ -22,18 +24,23 @@ def tied_to_states(shared, states):
     return jax.tree.unflatten(tree, leaves)
 
 
-def fenced_constants(tree):
-    """`tree` with its concrete floating-point array leaves (inside a trace: constants, such as a model closed over
-    by a jitted function) passed through one `lax.optimization_barrier`, so that XLA cannot fold them
-    into the batch-last passes; integer leaves (the topology) and traced leaves are left as they are. Reason
-    (docs/performance.md, "A model closed over by `jax.jit`"): XLA:CPU folded a closed-over model into the chunk
-    loop's kernels, and ABA ran 1.3–1.4×, CRBA up to 2.2× slower than with the model passed as an argument; behind
-    the barrier the constants compile as arguments do, and the model's terms are still hoisted out of the loop.
-    Constants are never differentiated, so no derivative rule is needed; reverse mode keeps the fenced arrays (the
-    model's size, not the batch's) as residuals instead of reading them as constants."""
+def fenced_constants(tree, traced: bool = False):
+    """`tree` with its concrete array leaves (inside a trace: constants, such as a model closed over by a jitted
+    function) passed through one `lax.optimization_barrier`, so that XLA cannot fold them into the batch-last
+    passes; traced leaves, and a model's parent array (which the entry points read to tell a concrete topology
+    from a traced one), are left as they are. Reason (docs/performance.md, "A model closed over by `jax.jit`"):
+    XLA:CPU folded a closed-over model into the chunk loop's kernels (its inertias, and its traversal's indices
+    into gathers), and ABA ran up to 1.5×, CRBA up to 2.4× slower than with the model passed as an argument;
+    behind the barrier the constants compile as arguments do, and the model's terms are still hoisted out of the
+    loop. Constants are never differentiated, so no derivative rule is needed; reverse mode keeps the fenced
+    arrays (the model's size, not the batch's) as residuals instead of reading them as constants. `traced`: fence
+    traced leaves too (inside a `custom_vmap` rule, where a closed-over model arrives as a tracer that the
+    compiled program replaces by its constant again)."""
+    models = [x for x in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, Model)) if isinstance(x, Model)]
+    kept = {id(model.traversal.parent) for model in models}
     leaves, tree_def = jax.tree.flatten(tree)
     index = [i for i, x in enumerate(leaves) if isinstance(x, (jax.Array, np.ndarray))
-             and not isinstance(x, jax.core.Tracer) and np.issubdtype(x.dtype, np.inexact)]
+             and (traced or not isinstance(x, jax.core.Tracer)) and id(x) not in kept]
     if index:
         for i, x in zip(index, jax.lax.optimization_barrier(tuple(leaves[i] for i in index)), strict=True):
             leaves[i] = x

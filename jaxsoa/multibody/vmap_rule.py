@@ -20,6 +20,7 @@ from jax._src.interpreters import ad
 from jax.custom_batching import custom_vmap
 
 from jaxsoa.multibody.linear_map import linear_map, replaced
+from jaxsoa.multibody.tied import fenced_constants
 
 VMAP_MIN_BATCH = 16
 """`jax.vmap` axes of at least this many samples run the whole-batch implementation (the batch-last core);
@@ -81,7 +82,8 @@ def _batched(per_sample, whole_batch, kinds):
             def broadcast(x, is_batched):
                 return x if is_batched else jnp.broadcast_to(x, (axis_size, *jnp.shape(x)))
 
-            out = whole_batch(*(jax.tree.map(broadcast, a, b) if k == "state" or any_b else a
+            out = whole_batch(*(jax.tree.map(broadcast, a, b) if k == "state" or any_b
+                                else fenced_constants(a, traced=True)     # a model closed over outside the vmap
                                 for a, b, any_b, k in zip(args, in_batched, batched, kinds, strict=True)))
         return out, jax.tree.map(lambda _: True, out)
 

@@ -208,30 +208,6 @@ def test_computed_torque_free_floating_on_every_arm_joint_type():
     assert relative_error(batched, tau) < 1e-12
 
 
-def test_computed_torque_free_floating_brings_a_spherical_wrist_to_its_target():
-    """A hub (free, zero gravity) carrying a body on a spherical joint, regulated to a wrist orientation π/2 away
-    relative to the hub by the free-floating computed torque (ω = 4 rad/s, controller at every RK4 stage): after
-    6 s the wrist error |q_des ⊖ q| is below 1e-7 rad and its rate below 1e-6 rad/s, while the hub has turned (the
-    arm's reaction; > 0.05 rad). Measured: 1.5e-9 rad, 5.8e-9 rad/s (as on a fixed base: the joint accelerations are
-    the commanded ones), the hub 0.98 rad."""
-    tree = random_tree(np.random.default_rng(8), 2, link_types=(JointType.FREE, JointType.SPHERICAL))
-    model = dataclasses.replace(build_jaxsoa(tree), gravity=jnp.zeros(3))
-    axis = np.array([1.0, 2.0, -0.5]) / np.linalg.norm([1.0, 2.0, -0.5])
-    q_des = jnp.asarray(np.concatenate([axis * np.sin(np.pi / 4), [np.cos(np.pi / 4)]]))    # (x, y, z, w)
-    gains = jaxsoa.critically_damped_gains(4.0)
-    zeros = jnp.zeros(3)
-
-    def controller(t, q, v):
-        tau = jaxsoa.computed_torque_free_floating(model, q, v, q_des, zeros, zeros, *gains)
-        return jnp.concatenate([jnp.zeros(6), tau])
-    v0 = jnp.asarray([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3, -0.2, 0.1])
-    traj = jaxsoa.rollout(model, jaxsoa.neutral(model), v0, controller, 0.01, 600, control_at_stages=True)
-    error = float(jnp.linalg.norm(jaxsoa.difference(model, traj.q[-1], traj.q[-1].at[7:].set(q_des))))
-    rate = float(jnp.linalg.norm(traj.v[-1, 6:]))
-    hub_turn = float(jnp.linalg.norm(jaxsoa.difference(model, traj.q[0], traj.q[-1])[3:6]))
-    assert error < 1e-7 and rate < 1e-6 and hub_turn > 0.05, (error, rate, hub_turn)
-
-
 def test_computed_torque_on_unbounded_joints_turns_the_short_way():
     """A chain of revolute-unbounded joints against its revolute twin (the same tree with angles): at θ = π − 0.1
     and θ_des = −π + 0.1 (the target 0.2 rad ahead across the seam) the unbounded model's torque equals the twin's
@@ -257,26 +233,36 @@ def test_computed_torque_on_unbounded_joints_turns_the_short_way():
     assert relative_error(got, wrapped) > 1e-2                              # the long way round differs
 
 
-def test_computed_torque_brings_a_spherical_joint_to_its_target():
-    """A rigid body on a spherical joint (no gravity), regulated to a fixed orientation R_des (π/2 away) by
-    computed torque with e = log(R_qᵀ R_des) (`jaxsoa.difference`) and critically damped gains (ω = 4 rad/s), with
-    the controller at every RK4 stage: after 6 s the orientation error |log(R_qᵀ R_des)| is 1.5e-9 rad and |ω|
-    5.8e-9 rad/s (measured; bounds 1e-7 and 1e-6: the linearised loop's e^{−ωt} (1 + ωt) is 9e-10 there, and a
-    wrong sign or frame in e does not converge at all)."""
-    tree = random_tree(np.random.default_rng(6), 1, link_types=(JointType.SPHERICAL,))
+@pytest.mark.parametrize("floating", [False, True], ids=["fixed_base", "free_hub"])
+def test_computed_torque_brings_a_spherical_joint_to_its_target(floating):
+    """A rigid body on a spherical joint (no gravity), on the ground or on a free hub, regulated to a fixed
+    orientation R_des (π/2 away, relative to the hub) by `computed_torque` (or `computed_torque_free_floating`)
+    with e = log(R_qᵀ R_des) (`jaxsoa.difference`) and critically damped gains (ω = 4 rad/s), with the controller
+    at every RK4 stage: after 6 s the orientation error |log(R_qᵀ R_des)| is 1.5e-9 rad and |ω| 5.8e-9 rad/s on
+    both (measured: the joint accelerations are the commanded ones either way; bounds 1e-7 and 1e-6: the linearised
+    loop's e^{−ωt} (1 + ωt) is 9e-10 there, and a wrong sign or frame in e does not converge at all). The hub
+    turns 0.98 rad under the arm's reaction (bound > 0.05 rad)."""
+    types = (JointType.FREE, JointType.SPHERICAL) if floating else (JointType.SPHERICAL,)
+    tree = random_tree(np.random.default_rng(8 if floating else 6), len(types), link_types=types)
     model = dataclasses.replace(build_jaxsoa(tree), gravity=jnp.zeros(3))
+    hub_q, hub_v = (7, 6) if floating else (0, 0)
     axis = np.array([1.0, 2.0, -0.5]) / np.linalg.norm([1.0, 2.0, -0.5])
     q_des = jnp.asarray(np.concatenate([axis * np.sin(np.pi / 4), [np.cos(np.pi / 4)]]))    # (x, y, z, w)
     gains = jaxsoa.critically_damped_gains(4.0)
     zeros = jnp.zeros(3)
 
     def controller(t, q, v):
-        return jaxsoa.computed_torque(model, q, v, q_des, zeros, zeros, *gains)
-    traj = jaxsoa.rollout(model, jaxsoa.neutral(model), jnp.asarray([0.3, -0.2, 0.1]), controller, 0.01, 600,
-                          control_at_stages=True)
-    error = float(jnp.linalg.norm(jaxsoa.difference(model, traj.q[-1], q_des)))
-    print(error, float(jnp.linalg.norm(traj.v[-1])))
-    assert error < 1e-7 and float(jnp.linalg.norm(traj.v[-1])) < 1e-6, (error, traj.v[-1])
+        if not floating:
+            return jaxsoa.computed_torque(model, q, v, q_des, zeros, zeros, *gains)
+        return jnp.concatenate([jnp.zeros(6), jaxsoa.computed_torque_free_floating(model, q, v, q_des, zeros, zeros,
+                                                                                  *gains)])
+    v0 = jnp.concatenate([jnp.zeros(hub_v), jnp.asarray([0.3, -0.2, 0.1])])
+    traj = jaxsoa.rollout(model, jaxsoa.neutral(model), v0, controller, 0.01, 600, control_at_stages=True)
+    error = float(jnp.linalg.norm(jaxsoa.difference(model, traj.q[-1], traj.q[-1].at[hub_q:].set(q_des))))
+    rate = float(jnp.linalg.norm(traj.v[-1, hub_v:]))
+    assert error < 1e-7 and rate < 1e-6, (error, rate)
+    if floating:
+        assert float(jnp.linalg.norm(jaxsoa.difference(model, traj.q[0], traj.q[-1])[3:6])) > 0.05
 
 
 # ---------------------------------------------------------------------------------------------
