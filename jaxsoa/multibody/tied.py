@@ -30,12 +30,12 @@ def fenced_constants(tree, traced: bool = False):
     passes; traced leaves, and a model's parent array (which the entry points read to tell a concrete topology
     from a traced one), are left as they are. Reason (docs/performance.md, "A model closed over by `jax.jit`"):
     XLA:CPU folded a closed-over model into the chunk loop's kernels (its inertias, and its traversal's indices
-    into gathers), and ABA ran up to 1.5×, CRBA up to 2.4× slower than with the model passed as an argument;
-    behind the barrier the constants compile as arguments do, and the model's terms are still hoisted out of the
-    loop. Constants are never differentiated, so no derivative rule is needed; reverse mode keeps the fenced
-    arrays (the model's size, not the batch's) as residuals instead of reading them as constants. `traced`: fence
-    traced leaves too (inside a `custom_vmap` rule, where a closed-over model arrives as a tracer that the
-    compiled program replaces by its constant again)."""
+    into gathers), and ABA ran up to 1.9×, CRBA up to 2.5× slower than once fenced; behind the barrier the
+    constants compile as arguments do, and the model's terms are still hoisted out of the loop. Constants are
+    never differentiated, so no derivative rule is needed; reverse mode keeps the fenced arrays (the model's
+    size, not the batch's) as residuals instead of reading them as constants. `traced`: fence traced leaves too
+    (inside a `custom_vmap` rule, where a closed-over model arrives as a tracer that the compiled program
+    replaces by its constant again)."""
     models = [x for x in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, Model)) if isinstance(x, Model)]
     kept = {id(model.traversal.parent) for model in models}
     leaves, tree_def = jax.tree.flatten(tree)
