@@ -23,7 +23,7 @@ from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody import batched
 from jaxsoa.multibody.model import Model
-from jaxsoa.multibody.tied import fenced_constants, tied_to_states
+from jaxsoa.multibody.tied import tied_to_states
 
 
 def _leading(fn, model: Model, arrays: dict, split: dict | None = None, stack: bool = False):
@@ -31,7 +31,7 @@ def _leading(fn, model: Model, arrays: dict, split: dict | None = None, stack: b
     samples (a stacked model chunked with them; `split`: arrays already in chunks); results (B, ...), or
     stacked per chunk with `stack` (`batched.chunked`)."""
     size = jax.tree.leaves(arrays)[0].shape[0]
-    stacked, model = bl.per_sample(model.traversal), fenced_constants(model)
+    stacked = bl.per_sample(model.traversal)
     arrays_and_model = {**arrays, "model": model} if stacked else dict(arrays)
 
     def call(**xs):
