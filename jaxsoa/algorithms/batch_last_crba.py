@@ -41,14 +41,18 @@ def supports(model: Model) -> bool:
 
 def composite_inertias(model: Model, d: fr.LinkData, R, p, batch: int):
     """(n, 21, B) composite inertia of each link's subtree in the link frame, depth order:
-    Ic = I + Σ_c X* Ic_c X⁻¹ (R, p: `batch_last_frames.joint_frames`)."""
-    def step(t, live, children):              # Ic_t = I_t + Σ_c up_c;  up_t = X* Ic_t X⁻¹ (rotate, then translate)
-        Ic = bl.stage(live, lambda c, t: sp.add(bl.read_rows(d.inertia, t), c), children, t)
-        T = bl.stage(live, lambda I, t: sp.rotate_inertia_left(bl.read_rows(R, t), I), Ic, t)
-        rotated = bl.stage(live, lambda T, t: sp.rotate_inertia_right(T, bl.read_rows(R, t)), T, t)
-        return sp.translate_inertia(bl.read_rows(p, t), rotated), jnp.stack(Ic)
+    Ic = I + Σ_c X* Ic_c X⁻¹ (R, p: `batch_last_frames.joint_frames`), summed and moved as rigid
+    10-lists [m; h; I_o] (`spatial.batch_last.transform_rigid_inertia`), then written as 21-lists."""
+    own = jnp.stack(sp.rigid_inertia(bl.components(d.inertia)), 1)               # (n, 10, 1 or B)
 
-    return bl.inward(model.traversal, step, 21, batch, R.dtype)[1]
+    def step(t, live, children):              # Ic_t = I_t + Σ_c up_c;  up_t = X* Ic_t X⁻¹
+        Ic = bl.stage(live, lambda c, t: sp.add(bl.read_rows(own, t), c), children, t)
+        up = bl.stage(live, lambda I, t: sp.transform_rigid_inertia(bl.read_rows(R, t), bl.read_rows(p, t), I),
+                      Ic, t)
+        return up, jnp.stack(Ic)
+
+    Ic = bl.inward(model.traversal, step, 10, batch, R.dtype)[1]                 # (n, 10, B)
+    return jnp.stack(sp.rigid_to_inertia(bl.components(Ic)), 1)
 
 
 def world_placements(model: Model, R, p, batch: int):

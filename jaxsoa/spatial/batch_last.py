@@ -5,7 +5,10 @@ a (B, 6, 6) layout is a 6-wide spatial axis it cannot; docs/performance.md, "Bat
 
 Storage: 3-vectors are 3-lists, rotations 9-lists (row-major), spatial vectors 6-lists
 [angular; linear], and a spatial inertia about a frame origin [[A, Bm], [Bmᵀ, C]] a 21-list
-(A and C symmetric in the 6 entries xx yy zz xy xz yz, Bm row-major). Conventions are those of
+(A and C symmetric in the 6 entries xx yy zz xy xz yz, Bm row-major). A rigid body's inertia (C = m 1,
+Bm = ĥ), whose sums and transforms stay rigid (composite inertias), may be a 10-list
+[m; h = m c; I_o] instead: mass, first moment and the rotational inertia about the frame origin
+(6 symmetric entries). Conventions are those of
 `jaxsoa.spatial.algebra`: (R, p) = X_a_b is the pose of frame b in frame a.
 """
 
@@ -119,6 +122,32 @@ def spatial_inertia(mass, com, inertia_com):
     zero = jnp.zeros_like(x)
     Bm = [zero, -z, y, z, zero, -x, -y, x, zero]                     # m ĉ
     return A + Bm + [mass, mass, mass, zero, zero, zero]
+
+
+def rigid_inertia(I):
+    """The 10-list [m; h; I_o] of a rigid body's 21-list inertia [[I_o, ĥ], [ĥᵀ, m 1]]."""
+    return [I[15], I[13], I[8], I[9], *I[0:6]]                      # ĥ = [0, −h_z, h_y; h_z, 0, −h_x; …]
+
+
+def rigid_to_inertia(rigid):
+    """The 21-list [[I_o, ĥ], [ĥᵀ, m 1]] of a 10-list [m; h; I_o] (`rigid_inertia`'s inverse)."""
+    m, (x, y, z) = rigid[0], rigid[1:4]
+    zero = jnp.zeros_like(m)
+    return [*rigid[4:10], zero, -z, y, z, zero, -x, -y, x, zero, m, m, m, zero, zero, zero]
+
+
+def transform_rigid_inertia(R, p, rigid):
+    """X*_a_b I X_a_b⁻¹ for a 10-list rigid inertia [m; h; I_o] in frame b, as a 10-list in frame a:
+    h_a = r + m p with r = R h;  I_a = R I_o Rᵀ + 2 (p·u) 1 − p uᵀ − u pᵀ with u = r + m p / 2
+    (−Σ m_i [R r_i + p]ₓ² expanded; [x]ₓ[y]ₓ = y xᵀ − (x·y) 1)."""
+    m, h, I_full = rigid[0], rigid[1:4], _full(rigid[4:10])
+    r = mat_vec(R, h)
+    u = add(r, scale(0.5 * m, p))
+    RI = [[dot(_rows(R)[i], [I_full[0][j], I_full[1][j], I_full[2][j]]) for j in range(3)] for i in range(3)]
+    pu = 2 * dot(p, u)
+    I_a = [dot(RI[i], _rows(R)[j]) - p[i] * u[j] - u[i] * p[j] for i, j in SYM_IJ]
+    I_a = [x + pu for x in I_a[:3]] + I_a[3:]                       # + 2 (p·u) on the diagonal (xx, yy, zz)
+    return [m, *add(r, scale(m, p)), *I_a]
 
 
 def inertia_sub_outer(I, U, W):
