@@ -70,16 +70,17 @@ def _motion_pass(trav, R, p, v_joint, a_joint, gravity):
 
 
 def _local_forces(inertia, V, A, external):
-    """F = I a + v ×* I v − f_ext of all links at once (6-list of (n, B)); inertia a 21-list."""
-    return sp.sub(sp.add(sp.inertia_vec(inertia, A), sp.cross_force(V, sp.inertia_vec(inertia, V))), external)
+    """F = I a + v ×* I v − f_ext of all links at once (6-list of (n, B)); inertia a rigid 10-list."""
+    return sp.sub(sp.add(sp.rigid_inertia_vec(inertia, A), sp.cross_force(V, sp.rigid_inertia_vec(inertia, V))),
+                  external)
 
 
 def _forces_fwd(trav, R, p, v_joint, a_joint, inertia, external, gravity):
     """(f (n, 6, B), residuals): every link's total force, and what the reverse pass reads."""
     va = _motion_pass(trav, R, p, v_joint, a_joint, gravity)
     V, A, I = bl.components(va[:, :6]), bl.components(va[:, 6:]), bl.components(inertia)
-    h = bl.stage(bl.always(trav), sp.inertia_vec, I, V)
-    F = jnp.stack(sp.sub(sp.add(sp.inertia_vec(I, A), sp.cross_force(V, h)), bl.components(external)), 1)
+    h = bl.stage(bl.always(trav), sp.rigid_inertia_vec, I, V)
+    F = jnp.stack(sp.sub(sp.add(sp.rigid_inertia_vec(I, A), sp.cross_force(V, h)), bl.components(external)), 1)
 
     def force_step(t, live, children):        # f_t = F_t + Σ_c X_cᵀ f_c
         f_t = bl.stage(live, lambda c, t: sp.add(bl.read_rows(F, t), c), children, t)
@@ -188,7 +189,8 @@ def _rnea(link_forces, model, q, v, a, f_ext):
     R, p = fr.joint_frames(model, d, q, q_links)
     v_joint, a_joint = fr.joint_motion(model, d, v, v_links), fr.joint_motion(model, d, a, a_links)
     external = fr.external_wrenches(model, f_ext, q.dtype)
-    f = link_forces(model.traversal, R, p, v_joint, a_joint, d.inertia, external, model.gravity)
+    inertia = jnp.stack(sp.rigid_inertia(bl.components(d.inertia)), 1)              # (n, 10, ·): [m; h; I_o]
+    f = link_forces(model.traversal, R, p, v_joint, a_joint, inertia, external, model.gravity)
     tau_links = sp.dot(bl.components(d.S), bl.components(f))                        # τ = Sᵀ f
     free = [bl.read_rows(f, pos) for pos in fr.free_positions(model)]               # τ_free = f
     triple = [[bl.read_rows(f, pos)[i] for i in triple.spatial]                     # τ_triple = Sᵀ f

@@ -136,6 +136,13 @@ def rigid_to_inertia(rigid):
     return [*rigid[4:10], zero, -z, y, z, zero, -x, -y, x, zero, m, m, m, zero, zero, zero]
 
 
+def rigid_inertia_vec(rigid, x):
+    """I x for a 10-list rigid inertia [m; h; I_o] and a 6-list x = [ω; v]: [I_o ω + h × v; m v − h × ω]."""
+    m, h, w, v = rigid[0], rigid[1:4], x[:3], x[3:]
+    I_full = _full(rigid[4:10])
+    return add([dot(I_full[i], w) for i in range(3)], cross(h, v)) + sub(scale(m, v), cross(h, w))
+
+
 def transform_rigid_inertia(R, p, rigid):
     """X*_a_b I X_a_b⁻¹ for a 10-list rigid inertia [m; h; I_o] in frame b, as a 10-list in frame a:
     h_a = r + m p with r = R h;  I_a = R I_o Rᵀ + 2 (p·u) 1 − p uᵀ − u pᵀ with u = r + m p / 2

@@ -71,3 +71,13 @@ def test_transform_matches_pinocchio_and_composes():
     twice = sp.transform_rigid_inertia(_to_list(R2[None], (9,)), _to_list(p2[None], (3,)), moved)
     once = sp.transform_rigid_inertia(_to_list((R2 @ R1)[None], (9,)), _to_list((R2 @ p1 + p2)[None], (3,)), rigid)
     np.testing.assert_allclose(np.stack(twice), np.stack(once), atol=ATOL)              # X_a_b X_b_c = X_a_c
+
+
+def test_rigid_inertia_times_a_motion_is_the_6x6_product():
+    rng = np.random.default_rng(4)
+    mass, com, inertia_com = _bodies(rng, 6)
+    x = rng.normal(size=(6, 6))
+    list21 = sp.spatial_inertia(jnp.asarray(mass), _to_list(com, (3,)), _to_list(inertia_com, (9,)))
+    product = np.stack(sp.rigid_inertia_vec(sp.rigid_inertia(list21), _to_list(x, (6,))), -1)
+    np.testing.assert_allclose(product, np.einsum("bij,bj->bi", _matrix(list21), x), atol=ATOL)
+    np.testing.assert_allclose(product, np.stack(sp.inertia_vec(list21, _to_list(x, (6,))), -1), atol=ATOL)
