@@ -40,9 +40,9 @@ def supports(model: Model) -> bool:
 
 
 def composite_inertias(model: Model, d: fr.LinkData, R, p, batch: int):
-    """(n, 21, B) composite inertia of each link's subtree in the link frame, depth order:
-    Ic = I + Σ_c X* Ic_c X⁻¹ (R, p: `batch_last_frames.joint_frames`), summed and moved as rigid
-    10-lists [m; h; I_o] (`spatial.batch_last.transform_rigid_inertia`), then written as 21-lists."""
+    """(n, 10, B) composite inertia of each link's subtree in the link frame, depth order, as rigid 10-lists
+    [m; h; I_o]: Ic = I + Σ_c X* Ic_c X⁻¹ (R, p: `batch_last_frames.joint_frames`;
+    `spatial.batch_last.transform_rigid_inertia`)."""
     own = jnp.stack(sp.rigid_inertia(bl.components(d.inertia)), 1)               # (n, 10, 1 or B)
 
     def step(t, live, children):              # Ic_t = I_t + Σ_c up_c;  up_t = X* Ic_t X⁻¹
@@ -51,8 +51,7 @@ def composite_inertias(model: Model, d: fr.LinkData, R, p, batch: int):
                       Ic, t)
         return up, jnp.stack(Ic)
 
-    Ic = bl.inward(model.traversal, step, 10, batch, R.dtype)[1]                 # (n, 10, B)
-    return jnp.stack(sp.rigid_to_inertia(bl.components(Ic)), 1)
+    return bl.inward(model.traversal, step, 10, batch, R.dtype)[1]
 
 
 def world_placements(model: Model, R, p, batch: int):
@@ -118,8 +117,8 @@ def composite_inertia_matrices(model: Model, q):
     """(B, n, 6, 6) composite inertia of each link's subtree in the link frame, storage order, as
     `jaxsoa.algorithms.dynamics.composite_inertias`: the inward pass, then the 21-lists as 6×6."""
     d, R, p = _joint_frames(model, q)
-    Ic = composite_inertias(model, d, R, p, q.shape[0])[model.traversal.inverse_order]    # (n, 21, B)
-    A, Bm, C = sp.inertia_blocks(bl.components(Ic))                               # [[A, Bm], [Bmᵀ, C]]
+    Ic = composite_inertias(model, d, R, p, q.shape[0])[model.traversal.inverse_order]    # (n, 10, B)
+    A, Bm, C = sp.inertia_blocks(sp.rigid_to_inertia(bl.components(Ic)))         # [[A, Bm], [Bmᵀ, C]]
     top = [A[i] + Bm[i] for i in range(3)]
     bottom = [[Bm[j][i] for j in range(3)] + C[i] for i in range(3)]
     return jnp.moveaxis(jnp.stack([jnp.stack(row) for row in top + bottom]), (2, 3), (1, 0))
@@ -135,7 +134,7 @@ def crba(model: Model, q):
 
     def world_columns(S, W_c, Ic_c):          # S_w = X_world_link s;  F_w = X*_world_link (Ic s)
         R_w, p_w = W_c[:9], W_c[9:]
-        return _motion_columns(R_w, p_w, S) + sp.act_force(R_w, p_w, sp.inertia_vec(Ic_c, S))
+        return _motion_columns(R_w, p_w, S) + sp.act_force(R_w, p_w, sp.rigid_inertia_vec(Ic_c, S))
     r = bl.stage(trav.order[0] >= 0, world_columns, bl.rows(S_columns.T[..., None]),
                  bl.components(W[positions]), bl.components(Ic[positions]))
     S_world, F_world = jnp.stack(r[:6]), jnp.stack(r[6:])                       # (6, nv, B)
