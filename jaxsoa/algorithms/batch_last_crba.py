@@ -13,7 +13,7 @@ The joint Jacobians are the same world columns placed on the links they move:
 J_k[:, c] = S_w,c where l_c lies on the path of link k (`jaxsoa.algorithms.kinematics.joint_jacobians`).
 
 Shapes: q (B, nq); results M (B, nv, nv), Jacobians (B, n, 6, nv) in storage order, composite
-inertias (n, 21, B) and world placements (n, 12, B) in depth order. The topology stays traced
+inertias (n, 10, B) as rigid 10-lists [m; h; I_o] and world placements (n, 12, B) in depth order. The topology stays traced
 (one compile for every tree with these joint types).
 """
 
@@ -115,7 +115,7 @@ def link_placements(model: Model, q):
 
 def composite_inertia_matrices(model: Model, q):
     """(B, n, 6, 6) composite inertia of each link's subtree in the link frame, storage order, as
-    `jaxsoa.algorithms.dynamics.composite_inertias`: the inward pass, then the 21-lists as 6×6."""
+    `jaxsoa.algorithms.dynamics.composite_inertias`: the inward pass, then its rigid 10-lists as 6×6."""
     d, R, p = _joint_frames(model, q)
     Ic = composite_inertias(model, d, R, p, q.shape[0])[model.traversal.inverse_order]    # (n, 10, B)
     A, Bm, C = sp.inertia_blocks(sp.rigid_to_inertia(bl.components(Ic)))         # [[A, Bm], [Bmᵀ, C]]
