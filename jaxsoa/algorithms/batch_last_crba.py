@@ -13,8 +13,8 @@ The joint Jacobians are the same world columns placed on the links they move:
 J_k[:, c] = S_w,c where l_c lies on the path of link k (`jaxsoa.algorithms.kinematics.joint_jacobians`).
 
 Shapes: q (B, nq); results M (B, nv, nv), Jacobians (B, n, 6, nv) in storage order, composite
-inertias (n, 10, B) as rigid 10-lists [m; h; I_o] and world placements (n, 12, B) in depth order. The topology stays traced
-(one compile for every tree with these joint types).
+inertias (n, 10, B) as rigid 10-lists [m; h; I_o] and world placements (n, 12, B) in depth order. The
+topology stays traced (one compile for every tree with these joint types).
 """
 
 import jax.numpy as jnp
