@@ -43,7 +43,7 @@ def composite_inertias(model: Model, d: fr.LinkData, R, p, batch: int):
     """(n, 10, B) composite inertia of each link's subtree in the link frame, depth order, as rigid 10-lists
     [m; h; I_o]: Ic = I + Σ_c X* Ic_c X⁻¹ (R, p: `batch_last_frames.joint_frames`;
     `spatial.batch_last.transform_rigid_inertia`)."""
-    own = jnp.stack(sp.rigid_inertia(bl.components(d.inertia)), 1)               # (n, 10, 1 or B)
+    own = fr.rigid_link_inertias(d)
 
     def step(t, live, children):              # Ic_t = I_t + Σ_c up_c;  up_t = X* Ic_t X⁻¹
         Ic = bl.stage(live, lambda c, t: sp.add(bl.read_rows(own, t), c), children, t)

@@ -208,6 +208,12 @@ def link_data(model: Model) -> LinkData:
     return LinkData(*(bl.per_link(trav, x) for x in fields))
 
 
+def rigid_link_inertias(d: LinkData):
+    """(n, 10, 1 or B) each link's own inertia as a rigid 10-list [m; h; I_o] (`spatial.batch_last.rigid_inertia`),
+    depth order."""
+    return jnp.stack(sp.rigid_inertia(bl.components(d.inertia)), 1)
+
+
 def scalar_coordinates(model: Model, q, *vs):
     """Depth-ordered (n, B) coordinates of the 1-DoF joints (0 elsewhere): q (B, nq), then each (B, nv)."""
     trav = model.traversal

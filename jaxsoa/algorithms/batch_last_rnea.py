@@ -189,8 +189,7 @@ def _rnea(link_forces, model, q, v, a, f_ext):
     R, p = fr.joint_frames(model, d, q, q_links)
     v_joint, a_joint = fr.joint_motion(model, d, v, v_links), fr.joint_motion(model, d, a, a_links)
     external = fr.external_wrenches(model, f_ext, q.dtype)
-    inertia = jnp.stack(sp.rigid_inertia(bl.components(d.inertia)), 1)              # (n, 10, ·): [m; h; I_o]
-    f = link_forces(model.traversal, R, p, v_joint, a_joint, inertia, external, model.gravity)
+    f = link_forces(model.traversal, R, p, v_joint, a_joint, fr.rigid_link_inertias(d), external, model.gravity)
     tau_links = sp.dot(bl.components(d.S), bl.components(f))                        # τ = Sᵀ f
     free = [bl.read_rows(f, pos) for pos in fr.free_positions(model)]               # τ_free = f
     triple = [[bl.read_rows(f, pos)[i] for i in triple.spatial]                     # τ_triple = Sᵀ f

@@ -117,11 +117,8 @@ def spatial_inertia(mass, com, inertia_com):
     """21-list of [[J + m ĉĉᵀ, m ĉ], [m ĉᵀ, m 1]] from m, c (3-list), J (9-list), as
     `jaxsoa.spatial.algebra.spatial_inertia`."""
     c2 = dot(com, com)
-    A = [inertia_com[3 * i + j] + mass * ((c2 if i == j else 0.0) - com[i] * com[j]) for i, j in SYM_IJ]
-    x, y, z = scale(mass, com)
-    zero = jnp.zeros_like(x)
-    Bm = [zero, -z, y, z, zero, -x, -y, x, zero]                     # m ĉ
-    return A + Bm + [mass, mass, mass, zero, zero, zero]
+    I_o = [inertia_com[3 * i + j] + mass * ((c2 if i == j else 0.0) - com[i] * com[j]) for i, j in SYM_IJ]
+    return rigid_to_inertia([mass, *scale(mass, com), *I_o])           # h = m c
 
 
 def rigid_inertia(I):
@@ -147,12 +144,12 @@ def transform_rigid_inertia(R, p, rigid):
     """X*_a_b I X_a_b⁻¹ for a 10-list rigid inertia [m; h; I_o] in frame b, as a 10-list in frame a:
     h_a = r + m p with r = R h;  I_a = R I_o Rᵀ + 2 (p·u) 1 − p uᵀ − u pᵀ with u = r + m p / 2
     (−Σ m_i [R r_i + p]ₓ² expanded; [x]ₓ[y]ₓ = y xᵀ − (x·y) 1)."""
-    m, h, I_full = rigid[0], rigid[1:4], _full(rigid[4:10])
+    m, h, I_full, R_rows = rigid[0], rigid[1:4], _full(rigid[4:10]), _rows(R)
     r = mat_vec(R, h)
     u = add(r, scale(0.5 * m, p))
-    RI = [[dot(_rows(R)[i], [I_full[0][j], I_full[1][j], I_full[2][j]]) for j in range(3)] for i in range(3)]
+    RI = [[dot(R_rows[i], I_full[j]) for j in range(3)] for i in range(3)]        # R I_o (I_o symmetric)
     pu = 2 * dot(p, u)
-    I_a = [dot(RI[i], _rows(R)[j]) - p[i] * u[j] - u[i] * p[j] for i, j in SYM_IJ]
+    I_a = [dot(RI[i], R_rows[j]) - p[i] * u[j] - u[i] * p[j] for i, j in SYM_IJ]
     I_a = [x + pu for x in I_a[:3]] + I_a[3:]                       # + 2 (p·u) on the diagonal (xx, yy, zz)
     return [m, *add(r, scale(m, p)), *I_a]
 
