@@ -104,12 +104,13 @@ def adjoint_forward_dynamics(aba_recursion: Callable, rnea: Callable, factored=N
     rnea_at(model, q, v, q̈, f_ext, aux): the same values and derivatives, its reverse mode reusing the
     link motions and forces the forward ABA computed (`factored = (aba_factored, solve_mass, rnea_at)`).
     Arguments after f_ext go to aba_factored only (e.g. a forward solve already done, which it returns)
-    and are held constant by the derivatives. Per sample: q (nq,), v / tau (nv,), f_ext (n, 6) or None
-    (or the same with one leading batch axis for a batched recursion)."""
+    and are held constant by the derivatives; without `factored`, one such argument is q̈ already solved,
+    returned as the value (reverse mode then runs no forward pass). Per sample: q (nq,), v / tau (nv,),
+    f_ext (n, 6) or None (or the same with one leading batch axis for a batched recursion)."""
 
     def solve(model, q, v, tau, f_ext, *given):
         if factored is None:
-            return aba_recursion(model, q, v, tau, f_ext), None
+            return (given[0] if given else aba_recursion(model, q, v, tau, f_ext)), None
         return factored[0](model, q, v, tau, f_ext, *given)
 
     def residual(p, qdd, aux):

@@ -132,12 +132,19 @@ _aba_adjoint = adjoint_forward_dynamics(_aba_solve, rnea)
 _aba_adjoint_per_sample = adjoint_forward_dynamics(_aba_recursion, rnea)
 
 
+def _aba_at(qdd, model: Model, q, v, tau, f_ext=None):
+    """q̈ (nv,), `aba`'s value at these arguments, given, with `aba`'s derivatives (`BatchedPath.given`): its
+    reverse mode is the adjoint's solve and RNEA VJP without a second forward ABA."""
+    adjoint = _aba_adjoint if batch_last.supports(model) else _aba_adjoint_per_sample
+    return adjoint(model, q, v, tau, f_ext, qdd)
+
+
 @entry_point(q='q', v='v', tau='v', f_ext='f_ext',
              batched=BatchedPath(batch_last.supports, batch_last.aba, stacked=True, reverse=True,
                                  saves=batch_last.SAVED, residuals=(batch_last_vmap.aba_forward,
                                                                     batch_last_vmap.aba_given,
                                                                     batch_last_vmap.aba_placeholder),
-                                 valid=batch_last.free_joints_valid))
+                                 valid=batch_last.free_joints_valid, given=_aba_at))
 def aba(model: Model, q, v, tau, f_ext=None):
     """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm
     (innovations form of docs/derivations.md), (nv,). Differentiated by its adjoint

@@ -268,7 +268,7 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
                 kinds = {name: "state" for name, kind in specs.items() if kind in SHAPES}
                 kinds |= {model_name: "model"} if batched.stacked else {}
                 residuals = batched.residuals if batched.valid is None or batched.valid(model) is None else None
-                return vmappable_call(checked, fn, arguments, kinds, batched.reverse, residuals)
+                return vmappable_call(checked, fn, arguments, kinds, batched.reverse, residuals, batched.given)
             if not batched_names:
                 return fn(*bound.args, **bound.kwargs)
             lead = batches[batched_names[0]]

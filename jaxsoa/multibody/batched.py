@@ -25,7 +25,9 @@ class BatchedPath(NamedTuple):
     the values of `fn` that reverse mode keeps per chunk when the batch is chunked (the rest is recomputed
     before the chunk's backward pass; without a name, all of it); `residuals`: with `reverse`, the
     (forward, given, placeholder) functions with which reverse mode under `jax.vmap` keeps the forward's
-    residuals instead of recomputing them (`jaxsoa.multibody.vmap_rule.vmap_to_batch`); `valid(model)`: None
+    residuals instead of recomputing them (`jaxsoa.multibody.vmap_rule.vmap_to_batch`); `given(out, *args)`: with
+    `reverse`, out = the per-sample function's value, given, with its derivatives, so that the per-sample reverse
+    mode (one sample, or a small `vmap`) runs no second forward pass; `valid(model)`: None
     where `supports` settles it, or a traced boolean scalar where `fn`'s result holds only for some values of a
     traced model (ABA: every free joint on the world), in which case the call is
     `lax.cond(valid, fn, the per-sample function under per_sample_only())` (`guarded`)."""
@@ -37,6 +39,7 @@ class BatchedPath(NamedTuple):
     saves: str | None = None
     residuals: tuple | None = None
     valid: Callable | None = None
+    given: Callable | None = None
 
 
 _context = threading.local()

@@ -137,7 +137,7 @@ def _vjp(fn, positions, n_args):
     return vjp
 
 
-def vmap_to_batch(per_sample, whole_batch, kinds, residuals=None):
+def vmap_to_batch(per_sample, whole_batch, kinds, residuals=None, per_sample_given=None):
     """`values_to_batch` whose reverse mode under `vmap` also runs on the whole batch (the VJP of whole_batch,
     recomputing its value) when only "state" arguments are differentiated; forward mode, and reverse mode
     for other arguments, differentiate per_sample.
@@ -145,7 +145,11 @@ def vmap_to_batch(per_sample, whole_batch, kinds, residuals=None):
     residuals = (forward, given, placeholder) keeps the whole batch's forward instead of recomputing it:
     forward(*args) -> (whole_batch(*args), res) with res's leaves batch-first, given(res, *args) -> the same
     value computed from res (its VJP is the reverse mode; no forward pass), placeholder(*args) -> a zero
-    res of one sample (the per-sample forward's, which its per-sample VJP ignores)."""
+    res of one sample (the per-sample forward's, which its per-sample VJP ignores).
+
+    per_sample_given(out, *args) -> out = per_sample(*args), given, with per_sample's derivatives: the
+    per-sample reverse mode (one sample, or a `vmap` under `VMAP_MIN_BATCH`) is its VJP at the forward's
+    value instead of per_sample's, which recomputes the forward."""
     value = values_to_batch(per_sample, whole_batch, kinds)
 
     def f_jvp(primals, tangents):
@@ -160,18 +164,24 @@ def vmap_to_batch(per_sample, whole_batch, kinds, residuals=None):
             return value(*primals), jax.jvp(lambda *v: of(primals, v), values, u)[1]
         tangent = jax.checkpoint(lambda v, u: jax.jvp(lambda *w: of(primals, w), v, u)[1])   # saves v only
         n = len(primals)
+        if per_sample_given is None:                                  # (*args, out, c): per_sample's VJP
+            per_sample_vjp = _vjp(lambda *a: per_sample(*a[:-1]), positions, n + 1)
+        else:                                                          # (*args, out, c): at out, no forward
+            per_sample_vjp = _vjp(lambda *a: per_sample_given(a[-1], *a[:-1]), positions, n + 1)
         if residuals is None:
             out = value(*primals)
-            transpose = values_to_batch(_vjp(per_sample, positions, n), _vjp(whole_batch, positions, n),
-                                        (*kinds, "state"))
-            return out, linear_map(lambda u: tangent(values, tuple(u)), lambda c: transpose(*primals, c), u, out)
+            whole_vjp = _vjp(whole_batch, positions, n)
+            transpose = values_to_batch(per_sample_vjp, lambda *a: whole_vjp(*a[:n], a[-1]),
+                                        (*kinds, "state", "state"))
+            return out, linear_map(lambda u: tangent(values, tuple(u)), lambda c: transpose(*primals, out, c), u,
+                                   out)
         forward, given, placeholder = residuals
         out, res = values_to_batch(lambda *a: (per_sample(*a), placeholder(*a)), forward, kinds)(*primals)
-        per_sample_vjp = _vjp(per_sample, positions, n)
         given_vjp = _vjp(lambda *a: given(a[-1], *a[:-1]), positions, n + 1)          # (*args, res, c)
-        transpose = values_to_batch(lambda *a: per_sample_vjp(*a[:n], a[-1]),          # res ignored per sample
-                                    given_vjp, (*kinds, "residual", "state"))
-        return out, linear_map(lambda u: tangent(values, tuple(u)), lambda c: transpose(*primals, res, c), u, out)
+        transpose = values_to_batch(lambda *a: per_sample_vjp(*a[:n], a[n + 1], a[-1]),  # res ignored per sample
+                                    lambda *a: given_vjp(*a[:n + 1], a[-1]), (*kinds, "residual", "state", "state"))
+        return out, linear_map(lambda u: tangent(values, tuple(u)), lambda c: transpose(*primals, res, out, c), u,
+                               out)
 
     return _custom_jvp(value, f_jvp, symbolic_zeros=True)
 
@@ -197,13 +207,13 @@ def _without_nested_rules(function):
     return run
 
 
-def vmappable_call(entry, fn, arguments: dict, kinds: dict, reverse: bool, residuals=None):
+def vmappable_call(entry, fn, arguments: dict, kinds: dict, reverse: bool, residuals=None, given=None):
     """fn(**arguments) for one sample, whose `jax.vmap` calls entry(**arguments) with a leading batch
-    (`vmap_to_batch` with `reverse` and `residuals`, else `values_to_batch`; `kinds`: each argument's kind,
-    "fixed" where not given; `residuals`: (forward, given, placeholder) taking the arguments by name, `given`
-    the residuals first). The arguments that are pytrees
-    of arrays are the inputs, the others fixed; plain fn(**arguments) when one is a function or mixes arrays
-    with other values (a `custom_jvp` cannot close over traced values), and inside another wrapped call."""
+    (`vmap_to_batch` with `reverse`, `residuals` and `given`, else `values_to_batch`; `kinds`: each argument's
+    kind, "fixed" where not given; `residuals`: (forward, given, placeholder) taking the arguments by name,
+    `given` the residuals first; `given(out, **arguments)`: `vmap_to_batch`'s per_sample_given). The arguments
+    that are pytrees of arrays are the inputs, the others fixed; plain fn(**arguments) when one is a function or
+    mixes arrays with other values (a `custom_jvp` cannot close over traced values), and inside another wrapped call."""
     if getattr(_tracing, "depth", 0):
         return fn(**arguments)
     leaves = {name: jax.tree.leaves(x) for name, x in arguments.items()}
@@ -220,6 +230,8 @@ def vmappable_call(entry, fn, arguments: dict, kinds: dict, reverse: bool, resid
     if not reverse:
         return values_to_batch(call(fn), call(entry), argument_kinds)(*inputs.values())
     if residuals is not None:
-        forward, given, placeholder = residuals
-        residuals = (call(forward), lambda res, *xs: call(functools.partial(given, res))(*xs), call(placeholder))
-    return vmap_to_batch(call(fn), call(entry), argument_kinds, residuals)(*inputs.values())
+        forward, from_residuals, placeholder = residuals
+        residuals = (call(forward), lambda res, *xs: call(functools.partial(from_residuals, res))(*xs),
+                     call(placeholder))
+    per_sample_given = None if given is None else (lambda out, *xs: call(functools.partial(given, out))(*xs))
+    return vmap_to_batch(call(fn), call(entry), argument_kinds, residuals, per_sample_given)(*inputs.values())

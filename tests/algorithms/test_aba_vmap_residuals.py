@@ -44,8 +44,8 @@ def test_vmap_gradient_runs_one_forward_and_equals_the_per_sample_program(name, 
     assert _forward_passes(model, len(states[0]), grad, *states) == 1
     with monkeypatch.context() as patch:
         patch.setattr(arguments, "vmappable_call",
-                      lambda entry, fn, args, kinds, reverse, residuals=None:
-                      vmap_rule.vmappable_call(entry, fn, args, kinds, reverse))
+                      lambda entry, fn, args, kinds, reverse, residuals=None, given=None:
+                      vmap_rule.vmappable_call(entry, fn, args, kinds, reverse, None, given))
         assert _forward_passes(model, len(states[0]), grad, *states) == 2
     with monkeypatch.context() as patch:
         patch.setattr(vmap_rule, "VMAP_MIN_BATCH", 10**9)
@@ -139,3 +139,40 @@ def test_the_forward_reshapes_its_factor_once_outside_the_chunk_loop(monkeypatch
     after = [e for e in jaxpr.eqns if e.primitive.name == "reshape" and e.invars[0].aval.shape[0] == 3
              and e.outvars[0].aval.shape[0] == 12]
     assert len(after) >= n_leaves
+
+
+def _per_sample_inward_passes(model, fn, *args):
+    """How many per-sample ABA-type inward passes (loops carrying the articulated inertias (n, 6, 6)) the compiled
+    fn(*args) runs."""
+    carried = f"f64[{model.n_links},6,6]"
+    text = jax.jit(fn).lower(*args).compile().as_text()
+    return sum(" while(" in line and carried in line.split(" while(")[0] for line in text.splitlines())
+
+
+def test_per_sample_reverse_mode_runs_no_second_forward(monkeypatch):
+    """One sample's gradient through a 3-step RK4 rollout (no `vmap`: the per-sample reverse mode): the VJP runs
+    at the forward's q̈ (`BatchedPath.given`): fewer ABA-type loops than the control that recomputes the forward
+    (the rule's `given` dropped; the forward and the VJP sit in different loops, so XLA cannot merge them); the
+    gradients equal plain autodiff of the recursion's rollout (1e-10, float64: different reduction orders)."""
+    model = _models()["free-flyer"]
+    q, v, tau, _ = (x[0] for x in _states(model, np.random.default_rng(16)))
+
+    def loss(dynamics):
+        def of(q, v, tau):
+            def step(state, _):
+                return jaxsoa.rk4_step(model, *state, tau, 0.01, dynamics=dynamics), None
+            (q_end, v_end), _ = jax.lax.scan(step, (q, v), None, length=3)
+            return jnp.sum(jnp.sin(q_end)) + jnp.sum(v_end ** 2)
+        return jax.value_and_grad(of, argnums=(0, 1, 2))
+
+    given = _per_sample_inward_passes(model, loss(jaxsoa.aba), q, v, tau)
+    with monkeypatch.context() as patch:
+        patch.setattr(arguments, "vmappable_call",
+                      lambda entry, fn, args, kinds, reverse, residuals=None, given=None:
+                      vmap_rule.vmappable_call(entry, fn, args, kinds, reverse, residuals))
+        recomputed = _per_sample_inward_passes(model, loss(jaxsoa.aba), q, v, tau)
+    assert given < recomputed
+    got = jax.jit(loss(jaxsoa.aba))(q, v, tau)
+    ref = jax.jit(loss(dynamics.aba_autodiff))(q, v, tau)
+    for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
+        assert relative_error(g, r) < 1e-10
