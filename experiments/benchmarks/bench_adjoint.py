@@ -28,8 +28,9 @@ Each group (system, kind, batch) is timed in interleaved rounds (order reversed 
 reported: median µs per sample, the median of the per-round ratios to the group's value, compile
 time split into trace+lower and XLA compile (after a warm-up lowering, so that the first case does
 not carry the process's one-time tracing costs), XLA's temporary memory per sample, and the largest
-gradient difference adjoint vs autodiff relative to max |autodiff|. Writes results/bench_adjoint.json
-(or --out).
+gradient difference adjoint vs autodiff relative to max |autodiff|, and whether every output is finite (the
+groups whose value or gradient is not, a rollout diverged for the random draw, are named after the table).
+Writes results/bench_adjoint.json (or --out).
 """
 
 import argparse
@@ -264,6 +265,8 @@ def time_group(system, kind, batch, cases, opts):
                   "x_value_max": max(t / v for t, v in zip(ts, value, strict=True))}
         if record["temp_bytes"] is not None:
             record["temp_bytes_per_sample"] = record["temp_bytes"] / batch
+        record["finite"] = all(bool(np.all(np.isfinite(np.asarray(x)))) for x in jax.tree.leaves(outputs[name])
+                               if jnp.issubdtype(jnp.result_type(x), jnp.inexact))
         if not name.startswith("value") and "autodiff" in outputs:
             record["grad_rel_diff_vs_autodiff"] = gradient_difference(outputs[name][1], outputs["autodiff"][1])
         out.append(record)
@@ -334,6 +337,9 @@ def main(argv=None):
     print(f"# bench_adjoint: {opts.dtype}, call batches {opts.call_batches}, rollout batch {opts.roll_batch} × "
           f"{opts.steps} steps, wrt {opts.wrt}, checkpoint {opts.checkpoint}, {jax.devices()[0]}, "
           f"load {os.getloadavg()[0]:.1f}\n\n{table}")
+    diverged = sorted({f"{r['system']} {r['kind']} batch {r['batch']}" for r in records if r.get("finite") is False})
+    if diverged:                       # times of NaN arithmetic, and a NaN difference: say so, do not hide it
+        print(f"\nnon-finite value or gradient (the rollout diverged for this draw): {'; '.join(diverged)}")
     bc.finish("bench_adjoint", start, opts.out, {"records": records, "table": table})
     return 0
 

@@ -20,7 +20,7 @@ class BatchedPath(NamedTuple):
     handles the model (else the per-sample function runs under `jax.vmap`); `stacked`: whether it
     also takes a stacked model (per-sample trees and data); `reverse`: whether reverse mode under `jax.vmap`
     runs `fn`'s VJP too (`jaxsoa.multibody.vmap_rule.vmap_to_batch`; it costs per-sample gradients a forward
-    recomputation and extra tracing) or the per-sample function's (`values_to_batch`); `chunk(model)`:
+    recomputation, unless `given`, and extra tracing) or the per-sample function's (`values_to_batch`); `chunk(model)`:
     samples per chunk (default `BATCH_CHUNK`); `saves`: the name (`jax.ad_checkpoint.checkpoint_name`) of
     the values of `fn` that reverse mode keeps per chunk when the batch is chunked (the rest is recomputed
     before the chunk's backward pass; without a name, all of it); `residuals`: with `reverse`, the
