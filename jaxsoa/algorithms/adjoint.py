@@ -98,7 +98,8 @@ def _is_zero(tangent):
 def adjoint_forward_dynamics(aba_recursion: Callable, rnea: Callable, factored=None) -> Callable:
     """fd(model, q, v, tau, f_ext) -> q̈ (nv,) = aba_recursion(...), differentiated as the solution
     of rnea(model, q, v, q̈, f_ext) = τ: A = M, applied as RNEA(q, 0, x) and inverted as
-    ABA(q, 0, b) on the gravity-free model (M symmetric, so the adjoint solve is the same ABA), or,
+    ABA(q, 0, b) on the gravity-free model (M symmetric, so the adjoint solve is the same ABA; aba_recursion
+    is called with v None there, at rest), or,
     with `factored = (aba_factored, solve_mass)`, by solve_mass(model, aux, b) reusing the forward
     call's aux from aba_factored(...) -> (q̈, aux), and the residual's RNEA by
     rnea_at(model, q, v, q̈, f_ext, aux): the same values and derivatives, its reverse mode reusing the
@@ -122,7 +123,7 @@ def adjoint_forward_dynamics(aba_recursion: Callable, rnea: Callable, factored=N
     def operators(p, qdd, aux):
         free, q, zero = without_gravity(p[0]), p[1], jnp.zeros_like(qdd)
         if factored is None:
-            inverse = lambda _, b: aba_recursion(free, q, zero, b, None)     # noqa: E731  M⁻¹ b
+            inverse = lambda _, b: aba_recursion(free, q, None, b, None)     # noqa: E731  M⁻¹ b, at rest
         else:
             inverse = lambda _, b: factored[1](p[0], aux, b)                  # noqa: E731  M⁻¹ b, reused
         return lambda x: rnea(free, q, zero, x, None), inverse, None          # M x

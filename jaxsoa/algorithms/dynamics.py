@@ -41,8 +41,8 @@ from jaxsoa.spatial.algebra import (
 
 
 def _bias_forces(I, v_links, f_ext):
-    """b_k − f_ext,k = V_k ×* (M_k V_k) − f_ext,k, all links at once: (n, 6)."""
-    b = cross_force(v_links, mat_vec(I, v_links))
+    """b_k − f_ext,k = V_k ×* (M_k V_k) − f_ext,k, all links at once: (n, 6); v_links None: at rest (b = 0)."""
+    b = jnp.zeros(I.shape[:2], I.dtype) if v_links is None else cross_force(v_links, mat_vec(I, v_links))
     return b if f_ext is None else b - f_ext
 
 
@@ -89,14 +89,18 @@ def generalized_force(model: Model, q, f_ext):
 
 def _aba_recursion(model: Model, q, v, tau, f_ext=None):
     """Forward dynamics θ̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the articulated-body algorithm,
-    written with the innovations factors 𝒫, D, G, ε, ν of docs/derivations.md. Returns (nv,)."""
+    written with the innovations factors 𝒫, D, G, ε, ν of docs/derivations.md. Returns (nv,).
+    v None: at rest (v = 0), without the velocity pass (the adjoint's solve M⁻¹ b on a gravity-free model)."""
     frames, S = joint_frames(model, q), motion_subspaces(model)
-    qd_slots = to_slots(model, v)
-    zero_slots = jnp.zeros_like(qd_slots)
-    v_links, _ = motion_pass(model.traversal, frames, S, qd_slots, zero_slots, jnp.zeros(6, v.dtype))
     I = link_spatial_inertia(model)
-    coriolis = cross_motion(v_links, mat_vec(S, qd_slots))   # a(k) = V × H^T θ̇
-    bias = _bias_forces(I, v_links, f_ext)                                      # b(k) − f_ext(k)
+    if v is None:                                            # V = 0: no Coriolis acceleration, no gyroscopic force
+        coriolis = jnp.zeros((model.n_links, 6), I.dtype)
+        bias = _bias_forces(I, None, f_ext)
+    else:
+        qd_slots = to_slots(model, v)
+        v_links, _ = motion_pass(model.traversal, frames, S, qd_slots, jnp.zeros_like(qd_slots), jnp.zeros(6, v.dtype))
+        coriolis = cross_motion(v_links, mat_vec(S, qd_slots))   # a(k) = V × H^T θ̇
+        bias = _bias_forces(I, v_links, f_ext)                                      # b(k) − f_ext(k)
     pad = jnp.asarray(~model.dof_mask, I.dtype)
 
     def inward_step(d, acc):
@@ -121,7 +125,12 @@ def _aba_recursion(model: Model, q, v, tau, f_ext=None):
     return from_slots(model, qdd_slots)
 
 
-_aba_solve = values_to_batch(lambda *args: _aba_recursion(*args), lambda *args: aba(*args), ("model", *["state"] * 4))
+def _aba_batch(model: Model, q, v, tau, f_ext=None):
+    """The leading-batch `aba`, v None at rest."""
+    return aba(model, q, jnp.zeros_like(tau) if v is None else v, tau, f_ext)
+
+
+_aba_solve = values_to_batch(lambda *args: _aba_recursion(*args), _aba_batch, ("model", *["state"] * 4))
 """`_aba_recursion` (model, q, v, tau, f_ext) -> (nv,): the primal solve of `aba`'s adjoint, whose `jax.vmap`
 runs the batch on the batch-last core (the leading-batch `aba`; model shared, or stacked when the `vmap`
 batches any of its fields) and whose own JVP (used only inside higher derivatives: the adjoint's rule
