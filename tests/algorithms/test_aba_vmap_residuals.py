@@ -24,12 +24,15 @@ def _loss(model):
     return loss
 
 
+def _loops_carrying(compiled, carried: str) -> int:
+    """How many loops of a compiled program carry an array whose shape text contains `carried`."""
+    return sum(" while(" in line and carried in line.split(" while(")[0] for line in compiled.as_text().splitlines())
+
+
 def _forward_passes(model, batch, fn, *args):
     """How many forward ABAs on the core the compiled fn(*args) runs: loops carrying ABA's articulated
     inertias and biases, (n + 1, 27, B) (the solves with a `Factor` carry (n + 1, 6, B))."""
-    carried = f"[{model.n_links + 1},27,{batch}]"
-    text = jax.jit(lambda *a: fn(*a)).lower(*args).compile().as_text()
-    return sum(" while(" in line and carried in line.split(" while(")[0] for line in text.splitlines())
+    return _loops_carrying(jax.jit(lambda *a: fn(*a)).lower(*args).compile(), f"[{model.n_links + 1},27,{batch}]")
 
 
 @pytest.mark.parametrize("name", [pytest.param("fixed base", marks=pytest.mark.slow), "free-flyer",
@@ -141,13 +144,6 @@ def test_the_forward_reshapes_its_factor_once_outside_the_chunk_loop(monkeypatch
     assert len(after) >= n_leaves
 
 
-def _per_sample_inward_passes(model, compiled):
-    """How many per-sample ABA-type inward passes (loops carrying the articulated inertias (n, 6, 6)) a compiled
-    program runs."""
-    carried = f"f64[{model.n_links},6,6]"
-    return sum(" while(" in line and carried in line.split(" while(")[0] for line in compiled.as_text().splitlines())
-
-
 def test_per_sample_reverse_mode_runs_no_second_forward(monkeypatch):
     """One sample's gradient through a 3-step RK4 rollout (no `vmap`: the per-sample reverse mode): the VJP runs
     at the forward's q̈ (`BatchedPath.given`): fewer ABA-type loops than the control that recomputes the forward
@@ -170,7 +166,8 @@ def test_per_sample_reverse_mode_runs_no_second_forward(monkeypatch):
                       lambda entry, fn, args, kinds, reverse, residuals=None, given=None:
                       vmap_rule.vmappable_call(entry, fn, args, kinds, reverse, residuals))
         control = jax.jit(loss(jaxsoa.aba)).lower(q, v, tau).compile()
-    assert _per_sample_inward_passes(model, compiled) < _per_sample_inward_passes(model, control)
+    articulated = f"f64[{model.n_links},6,6]"                     # per-sample ABA-type inward passes
+    assert _loops_carrying(compiled, articulated) < _loops_carrying(control, articulated)
     got = compiled(q, v, tau)
     ref = jax.jit(loss(dynamics.aba_autodiff))(q, v, tau)
     for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
