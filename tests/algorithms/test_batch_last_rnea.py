@@ -35,7 +35,14 @@ from jaxsoa.algorithms import dynamics
 from jaxsoa.algorithms.adjoint import custom_reverse
 from jaxsoa.multibody.joints import JointType
 from tests.algorithms.test_batch_last import _tree_case
-from tests.helpers.trees import random_group, relative_error, stack_models
+from tests.helpers.trees import (
+    build_jaxsoa,
+    random_group,
+    random_permutation,
+    random_tree,
+    relative_error,
+    stack_models,
+)
 
 FIELDS = ("mass", "com", "inertia_com", "placement_translation", "placement_rotation", "joint_axis", "gravity",
           "armature")
@@ -210,3 +217,53 @@ def test_check_grads_against_finite_differences():
     q, v, a, f_ext = _state(rng, model, 2)
     check_grads(jax.jit(lambda q, v, mass: br.rnea(dataclasses.replace(model, mass=mass), q, v, a, f_ext)),
                 (q, v, model.mass), order=2, modes=("fwd", "rev"))
+
+
+@pytest.mark.slow            # two gradient compiles of a tree with every joint type (~15 s)
+def test_reverse_mode_equals_plain_autodiff_on_every_joint_type():
+    # the 1-DoF coordinates' cotangent in closed form (θ̄ = −Sᵀ [...], revolute and prismatic) beside the frames'
+    # (free, spherical, planar, unbounded joints and the placements), on one tree holding all of them
+    types = (JointType.REVOLUTE, JointType.PRISMATIC, JointType.SPHERICAL, JointType.PLANAR,
+             JointType.REVOLUTE_UNBOUNDED, JointType.FIXED)
+    rng = np.random.default_rng(21)
+    tree = random_tree(rng, 9, link_types=(JointType.FREE, *types, JointType.REVOLUTE, JointType.PRISMATIC))
+    model = build_jaxsoa(tree, permutation=random_permutation(rng, 9, root_at=4))
+    state = _state(rng, model, 3)
+    weights = jnp.asarray(rng.normal(size=(3, model.nv)))
+    got = _gradients(br.rnea, model, weights, state)
+    ref = _gradients(br.rnea_autodiff, model, weights, state)
+    for (path, g), r in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(ref), strict=True):
+        assert relative_error(g, r) < 1e-12, jax.tree_util.keystr(path)
+
+
+def test_second_derivatives_across_placements_and_coordinates():
+    # the coordinates' frames are computed with θ held and turned by θ − stop_gradient(θ) inside the rule
+    # (`_turn`); the mixed derivatives ∂²/∂placement ∂q must still be those of the frames' true dependence
+    rng, model, _ = _tree_case(14, n_links=4, floating=False)
+    q, v, a, f_ext = _state(rng, model, 2)
+    weights = jnp.asarray(rng.normal(size=(2, model.nv)))
+
+    def mixed(fn):
+        def loss(rotation, translation, q):
+            m = dataclasses.replace(model, placement_rotation=rotation, placement_translation=translation)
+            return jnp.sum(weights * jnp.sin(fn(m, q, v, a, f_ext)))
+        return jax.jacfwd(jax.grad(loss, 2), (0, 1))(model.placement_rotation, model.placement_translation, q)
+    for g, r in zip(mixed(br.rnea), mixed(br.rnea_autodiff), strict=True):
+        assert relative_error(g, r) < 1e-12
+
+
+@pytest.mark.optimized       # XLA's dead-code elimination is what this is about
+def test_coordinate_cotangent_forms_no_frame_cotangent():
+    # on a fixed-base tree of 1-DoF joints, q's cotangent is the closed form alone: the stage forming the
+    # frames' cotangents (R̄, p̄) is compiled only when a placement is differentiated too
+    rng, model, _ = _tree_case(13, n_links=5, floating=False)
+    q, v, a, f_ext = _state(rng, model, 4)
+
+    def loss(translation, q):
+        m = dataclasses.replace(model, placement_translation=translation)
+        return jnp.sum(jnp.sin(br.rnea(m, q, v, a, f_ext)))
+
+    def stages(argnums):
+        hlo = jax.jit(jax.grad(loss, argnums)).lower(model.placement_translation, q).compile().as_text()
+        return hlo.count("conditional(")
+    assert stages(1) == stages((0, 1)) - 1
