@@ -201,8 +201,7 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
         a_root, joint, P = _free_root_acceleration(model, d, R, p, cb, acc, tau, a_parent, pos, i)
         a_free, free_qdd, P_free = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint], [*P_free, P]
     qdd, a = _accelerations(model, d, R, p, _flat(G_nu_D[:, :, :7]), cb, root, a_free)  # (n, B) or (n, 3, B)
-    roots = jnp.all(fr.free_on_world(model), -1)
-    qdd = nan_unless(roots.reshape(roots.shape + (1,) * roots.ndim), _joint_accelerations(model, qdd, free_qdd))
+    qdd = _joint_accelerations(model, qdd, free_qdd)
     G_D_inv = jnp.concatenate([G_nu_D[:, :, :6], G_nu_D[:, :, 7:]], 2)
     P = sp.add(bl.components(d.inertia), bl.components(children[:, :21]))          # 𝒫ᴬ = I + Σ_c X* 𝒫⁺_c X⁻¹
     z = sp.add(bl.components(cb[:, 6:]), bl.components(children[:, 21:]))           # zᴬ = b + Σ_c X* z⁺_c
@@ -274,4 +273,7 @@ def aba(model: Model, q, v, tau, f_ext=None):
     """Batched forward dynamics (B, nv), differentiated by its adjoint (`jaxsoa.algorithms.adjoint`)
     on the batch-last RNEA and ABA."""
     fr.check_batch(model, q=("q", q), v=("v", v), tau=("v", tau), f_ext=("f_ext", f_ext))
-    return _aba_adjoint(model, q, v, tau, f_ext)
+    roots = jnp.all(fr.free_on_world(model), -1)                     # () or a stack's (B,)
+    # NaN-marked outside the adjoint: where the entry point's guard discards this result (`guarded`), reverse
+    # mode still runs the adjoint with a zero cotangent, which must stay finite (0 · NaN is NaN)
+    return nan_unless(roots.reshape(roots.shape + (1,) * roots.ndim), _aba_adjoint(model, q, v, tau, f_ext))

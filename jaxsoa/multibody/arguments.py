@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsoa.multibody.batched import BatchedPath, guarded, run_batched
+from jaxsoa.multibody.batched import BatchedPath, guarded, mapped_in_chunks, run_batched
 from jaxsoa.multibody.model import Model, model_batch
 from jaxsoa.multibody.scalars import check_positive_steps, check_time_step
 from jaxsoa.multibody.vmap_rule import vmappable_call
@@ -234,8 +234,10 @@ def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
         return jax.vmap(per_sample)(model, *(arguments[name] for name in names))
 
     if batched is not None and batched.stacked and stacked[0] > 0 and batched.supports(model):
+        fallback = functools.partial(mapped_in_chunks, per_sample, (model, *(arguments[name] for name in names)),
+                                     stacked)
         return guarded(batched, model, lambda: run_batched(batched, model, arguments, _trailing(specs, model),
-                                                           stacked, model_name), mapped)
+                                                           stacked, model_name), fallback)
     return mapped()
 
 
@@ -283,8 +285,10 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
                 return function(*(arguments[name] for name in batched_names))
 
             if batched is not None and np.prod(lead) > 0 and batched.supports(model):
+                fallback = functools.partial(mapped_in_chunks, per_sample,
+                                             tuple(arguments[name] for name in batched_names), lead)
                 return guarded(batched, model, lambda: run_batched(batched, model, arguments,
-                                                                   _trailing(specs, model), lead), mapped)
+                                                                   _trailing(specs, model), lead), fallback)
             return mapped()
 
         checked.argument_kinds = dict(specs)          # read by the documentation and the tests

@@ -30,7 +30,7 @@ class BatchedPath(NamedTuple):
     mode (one sample, or a small `vmap`) runs no second forward pass; `valid(model)`: None
     where `supports` settles it, or a traced boolean scalar where `fn`'s result holds only for some values of a
     traced model (ABA: every free joint on the world), in which case the call is
-    `lax.cond(valid, fn, the per-sample function under per_sample_only())` (`guarded`)."""
+    `lax.cond(valid, fn's result, the per-sample function under per_sample_only(), in chunks)` (`guarded`)."""
     supports: Callable
     fn: Callable
     stacked: bool = False
@@ -64,17 +64,20 @@ def in_per_sample_only() -> bool:
 
 
 def guarded(path: BatchedPath, model: Model, whole_batch: Callable, per_sample: Callable):
-    """whole_batch(), or, where `path.valid(model)` is a traced predicate, lax.cond(valid, whole_batch,
-    per_sample) with per_sample traced under `per_sample_only` (both compiled, one runs)."""
+    """whole_batch(), or, where `path.valid(model)` is a traced predicate, lax.cond(valid, its result,
+    per_sample) with per_sample traced under `per_sample_only` (`mapped_in_chunks`). whole_batch runs outside
+    the `cond`, so where `valid` is false both run and its result is discarded: inside a branch its chunk loop
+    ran 1.2× slower on XLA:CPU (docs/performance.md, "The guard of a traced topology")."""
     valid = None if path.valid is None else path.valid(model)
+    out = whole_batch()
     if valid is None:
-        return whole_batch()
+        return out
 
     def fallback(_):
         with per_sample_only():
             return per_sample()
 
-    return jax.lax.cond(valid, lambda _: whole_batch(), fallback, None)
+    return jax.lax.cond(valid, lambda _: out, fallback, None)
 
 
 BATCH_CHUNK = 512
@@ -119,6 +122,17 @@ def chunked(fn, batched: dict, size: int, chunk: int, saves: str | None = None, 
     out = jax.lax.map(jax.checkpoint(lambda xs: fn(**xs), policy=policy),
                       {**jax.tree.map(lambda x: split_chunks(x, count, chunk), batched), **split})
     return out if stack else jax.tree.map(lambda y: join_chunks(y, size), out)
+
+
+def mapped_in_chunks(per_sample: Callable, args: tuple, lead: tuple):
+    """`jax.vmap` of per_sample(*args) over the leading axes `lead` of every leaf of args, run as `chunked`'s
+    chunks of `BATCH_CHUNK` samples: results (*lead, ...). The fallback of `guarded`: compiled beside the
+    whole-batch path, a `vmap` of the whole batch made every call's temporaries 25× larger (the free-floating
+    space arm's ABA at 8192: 47 MB against 1.8 MB), and the call 1.2× slower, though it never ran."""
+    size = int(np.prod(lead))
+    flat = jax.tree.map(lambda x: x.reshape((size, *x.shape[len(lead):])), args)
+    out = chunked(lambda xs: jax.vmap(per_sample)(*xs), {"xs": flat}, size, BATCH_CHUNK)
+    return jax.tree.map(lambda y: y.reshape((*lead, *y.shape[1:])), out)
 
 
 def run_batched(path: BatchedPath, model: Model, arguments: dict, trailing: dict, lead: tuple, model_name=None):
