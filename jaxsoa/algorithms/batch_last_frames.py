@@ -24,7 +24,7 @@ import numpy as np
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import SHAPES, batch_shape
 from jaxsoa.multibody.batched import in_per_sample_only
-from jaxsoa.multibody.joints import JointType, planar_rotation, unit_complex
+from jaxsoa.multibody.joints import JointType, joint_transform, planar_rotation, unit_complex
 from jaxsoa.multibody.model import Model, link_inertia, link_placement, model_batch
 from jaxsoa.spatial import batch_last as sp
 from jaxsoa.spatial.rotation import quat_normalize, quat_to_rotation
@@ -266,6 +266,35 @@ def joint_frames(model: Model, d: LinkData, q, q_links):
     R = sp.mat_mul(R_parent_joint, R_joint_child)
     p = sp.add(bl.components(d.p_parent_joint), sp.mat_vec(R_parent_joint, p_joint_child))
     return jnp.stack(R, 1), jnp.stack(p, 1)
+
+
+MOVED = (JointType.FREE, JointType.SPHERICAL, JointType.PLANAR, JointType.REVOLUTE_UNBOUNDED)
+"""The joints whose coordinates are not one angle or length along S: `joint_twists` carries their derivatives."""
+
+
+def joint_twists(model: Model, q):
+    """(n, 6, B) zeros whose derivative w.r.t. q (B, nq) is the twist of each free, spherical, planar and unbounded
+    joint in its child frame, [δω; δv] = [vee(R_J₀ᵀ δR_J); R_J₀ᵀ δp_J] at R_J₀, p_J₀ = the joint's pose at
+    stop_gradient(q) (0 on other links; (n, 6, 1) without such joints): with the frames computed at
+    stop_gradient(q), the derivatives `batch_last_rnea` turns them by. vee(A) = ½ (A₃₂ − A₂₃, A₁₃ − A₃₁, A₂₁ − A₁₂);
+    each entry is a difference of two equal values, exactly zero."""
+    held, batch, moved = jax.lax.stop_gradient(q), q.shape[0], np.isin(np.asarray(model.joint_types), MOVED)
+    twists = jnp.zeros((model.n_links, 6, batch if moved.any() else 1), q.dtype)
+    for k in np.flatnonzero(moved):
+        joint = JointType(model.joint_types[k])
+        columns = slice(int(model.idx_q[k]), int(model.idx_q[k]) + joint.nq)
+        axis = jnp.broadcast_to(model.joint_axis[..., k, :], (batch, 3))
+        R, p = joint_transform(joint, axis, q[:, columns])
+        R_0, p_0 = joint_transform(joint, axis, held[:, columns])
+        twist = [_vee(jnp.einsum("bji,bjk->bik", R_0, R)) - _vee(jnp.einsum("bji,bjk->bik", R_0, R_0)),
+                 jnp.einsum("bji,bj->bi", R_0, p - p_0)]
+        twists = bl.write(twists, model.traversal.inverse_order[..., k], jnp.concatenate(twist, -1).T)
+    return twists
+
+
+def _vee(A):
+    """(B, 3) ½ (A₃₂ − A₂₃, A₁₃ − A₃₁, A₂₁ − A₁₂) of (B, 3, 3) matrices."""
+    return 0.5 * jnp.stack([A[:, 2, 1] - A[:, 1, 2], A[:, 0, 2] - A[:, 2, 0], A[:, 1, 0] - A[:, 0, 1]], -1)
 
 
 def free_spatial(model: Model, x, k_index: int):

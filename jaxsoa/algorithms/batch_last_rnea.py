@@ -15,13 +15,14 @@ f̄ of the link forces, the passes swap direction (the transpose of an inward su
     local    (Ī, v̄, ā, f̄_ext) = VJP of F at φ        (all links at once)
     inward   Ā_t = ā_t + Σ_c X_cᵀ Ā_c,   V̄_t = v̄_t + S q̇_t ×* Ā_t + Σ_c X_cᵀ V̄_c
     inputs   (S q̇)‾ = V̄ − v ×* Ā,  (S q̈)‾ = Ā,  ḡ = −(Σ_roots X_tᵀ Ā_t)_linear,
-             θ̄ = −Sᵀ [X v_p ×* V̄ + X a_p ×* Ā + X φ_p ×* f]  (a 1-DoF joint's coordinate, closed form:
-             d(X u)/dθ = −S ×m X u), the child-frame operands X v_p = v − S q̇, X a_p = a − S q̈ − v ×m S q̇,
-             X φ_p = φ − f̄ at hand,
+             ξ̄ = −[X v_p ×* V̄ + X a_p ×* Ā + X φ_p ×* f]  (the cotangent of a twist ξ of the joint in the
+             child frame, closed form: d(X u)/dξ = −ξ ×m X u), θ̄ = Sᵀ ξ̄ for a 1-DoF joint's coordinate, the
+             child-frame operands X v_p = v − S q̇, X a_p = a − S q̈ − v ×m S q̇, X φ_p = φ − f̄ at hand,
              (R, p)‾ = VJP of the three transforms at (V̄, Ā, φ_p), with the parent-frame operands
              recovered in the child frame (v_p = X_t⁻¹ (v_t − S q̇_t), …), so no parent gather; formed only
-             where something else moves the frames (placements, free and three-column joints): the
-             1-DoF joints' frames are computed with θ held and `_turn`ed by it inside the rule.
+             where the model's placements are differentiated: the frames are computed with q held and
+             `_turn`ed inside the rule by θ (1-DoF joints) and by `batch_last_frames.joint_twists` (free,
+             spherical, planar, unbounded), whose derivatives JAX takes to q.
 
 Frames, joint motions and model data around the passes are elementwise and differentiated by JAX
 (`jaxsoa.algorithms.adjoint.custom_reverse` joins the two; forward mode is JAX's JVP). Two scans
@@ -80,36 +81,47 @@ def _local_forces(inertia, V, A, external):
                   external)
 
 
-def _turned(R, p, S, delta):
-    """The frames (R, p) moved by δ (n, B) along each joint's motion subspace S (n, 6, ·) in the child frame:
-    X_J(δ) X, i.e. R exp(δ ŝ_ω) and p + δ R s_v, with exp(δ K) = 1 + sin δ K + (1 − cos δ) K² (K = ŝ_ω; exact
-    for a unit s_ω and for s_ω = 0)."""
-    w = bl.components(S)[:3]
-    K = [0.0, -w[2], w[1], w[2], 0.0, -w[0], -w[1], w[0], 0.0]
-    exp = sp.add(sp.add([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], sp.scale(jnp.sin(delta), K)),
-                 sp.scale(1 - jnp.cos(delta), sp.mat_mul(K, K)))
-    R_c, p_c = bl.components(R), bl.components(p)
-    p_new = sp.add(p_c, sp.scale(delta, sp.mat_vec(R_c, bl.components(S)[3:])))
-    return jnp.stack(sp.mat_mul(R_c, exp), 1), jnp.stack(p_new, 1)
+def _turned(R, p, S, delta, twist):
+    """The frames (R, p) moved in the child frame by δ (n, B) along each joint's motion subspace S (n, 6, ·) and
+    by the twist [w; u] (n, 6, B): R exp(δ ŝ_ω) E(w) and p + R (δ s_v + u), with exp(δ K) = 1 + sin δ K +
+    (1 − cos δ) K² (K = ŝ_ω; exact for a unit s_ω and for s_ω = 0) and E(w) = 1 + ŵ + ŵ² / (1 + √(1 − |w|²)), the
+    rotation whose `joint_twists` vee is w."""
+    s_w, s_v = bl.components(S)[:3], bl.components(S)[3:]
+    w, u = bl.components(twist)[:3], bl.components(twist)[3:]
+    K, W = _hat(s_w), _hat(w)
+    eye = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    turn = sp.add(sp.add(eye, sp.scale(jnp.sin(delta), K)), sp.scale(1 - jnp.cos(delta), sp.mat_mul(K, K)))
+    E = sp.add(sp.add(eye, W), sp.scale(1 / (1 + jnp.sqrt(1 - sp.dot(w, w))), sp.mat_mul(W, W)))
+    R_c = bl.components(R)
+    p_new = sp.add(bl.components(p), sp.mat_vec(R_c, sp.add(sp.scale(delta, s_v), u)))
+    return jnp.stack(sp.mat_mul(sp.mat_mul(R_c, turn), E), 1), jnp.stack(p_new, 1)
+
+
+def _hat(w):
+    """ŵ (the cross-product matrix) of a 3-list, as a 9-list."""
+    return [0.0, -w[2], w[1], w[2], 0.0, -w[0], -w[1], w[0], 0.0]
 
 
 @jax.custom_jvp
-def _turn(R, p, S, theta):
-    """(R, p) as they are, differentiated as `_turned` by θ − stop_gradient(θ): the frames carry the derivatives
-    of the 1-DoF coordinates θ (n, B), to every order, and their value costs nothing."""
+def _turn(R, p, S, theta, twist):
+    """(R, p) as they are, differentiated as `_turned` by θ − stop_gradient(θ) and the twist (zero): the frames
+    carry the derivatives of the 1-DoF coordinates θ (n, B) and of the other joints' coordinates
+    (`batch_last_frames.joint_twists`), to every order, and their value costs nothing."""
     return R, p
 
 
 @_turn.defjvp
 def _turn_jvp(primals, tangents):
-    return jax.jvp(lambda R, p, S, theta: _turned(R, p, S, theta - jax.lax.stop_gradient(theta)), primals, tangents)
+    return jax.jvp(lambda R, p, S, theta, twist: _turned(R, p, S, theta - jax.lax.stop_gradient(theta), twist),
+                   primals, tangents)
 
 
-def _forces_at(trav, R, p, theta, S, *rest):
-    """The link forces (n, 6, B) at the frames (R, p) `_turn`ed by θ: the 1-DoF joints' frames computed with
-    their coordinates θ held constant (`_rnea`), θ then carries their derivatives, since d(X_J(δ) X)/dδ at
-    δ = 0 is that of X along its coordinate, to every order. The function the reverse rule stands for."""
-    return _forces_fwd(trav, *_turn(R, p, S, theta), *rest)[0]
+def _forces_at(trav, R, p, theta, S, twist, *rest):
+    """The link forces (n, 6, B) at the frames (R, p) `_turn`ed by θ and the twists: the frames computed with
+    the coordinates held constant (`_rnea`), θ and the twists then carry their derivatives, since
+    d(X_J(δ) X)/dδ at δ = 0 is that of X along its coordinates, to every order. The function the reverse rule
+    stands for."""
+    return _forces_fwd(trav, *_turn(R, p, S, theta, twist), *rest)[0]
 
 
 def _forces_fwd(trav, R, p, v_joint, a_joint, inertia, external, gravity):
@@ -128,15 +140,15 @@ def _forces_fwd(trav, R, p, v_joint, a_joint, inertia, external, gravity):
     return f, (R, p, v_joint, a_joint, inertia, external, gravity, va, f)
 
 
-def _rule_fwd(trav, R, p, theta, S, *rest):
+def _rule_fwd(trav, R, p, theta, S, twist, *rest):
     """`_forces_at`'s value and the residuals of `_forces_bwd`."""
-    f, res = _forces_fwd(trav, *_turn(R, p, S, theta), *rest)
-    return f, (R, p, theta, S, *res[2:])
+    f, res = _forces_fwd(trav, *_turn(R, p, S, theta, twist), *rest)
+    return f, (R, p, theta, S, twist, *res[2:])
 
 
 def _forces_bwd(trav, res, f_bar):
-    """Cotangents of (R, p, θ, S, v_joint, a_joint, inertia, external, gravity) for f̄ (n, 6, B)."""
-    R, p, _, S, v_joint, a_joint, inertia, external, gravity, va, f = res
+    """Cotangents of (R, p, θ, S, twist, v_joint, a_joint, inertia, external, gravity) for f̄ (n, 6, B)."""
+    R, p, _, S, _, v_joint, a_joint, inertia, external, gravity, va, f = res
     batch, dtype = f.shape[-1], f.dtype
 
     def phi_step(t, live, parent):            # φ_t = f̄_t + X_t φ_p
@@ -168,13 +180,14 @@ def _forces_bwd(trav, res, f_bar):
                 sp.sub(bl.components(phi), bl.components(f_bar)))
 
     def joint_cotangents(va, AV, v_joint, a_joint, phi, f_bar, f, S):
-        # θ̄ = −Sᵀ [X v_p ×* V̄ + X a_p ×* Ā + X φ_p ×* f]  (d(X u)/dθ = −S ×m X u, d(Xᵀ f)/dθ = Xᵀ (S ×* f))
+        # ξ̄ = −[X v_p ×* V̄ + X a_p ×* Ā + X φ_p ×* f], θ̄ = Sᵀ ξ̄  (d(X u)/dξ = −ξ ×m X u, d(Xᵀ f)/dξ = Xᵀ (ξ ×* f))
         A_bar, V_bar = bl.components(AV[:, :6]), bl.components(AV[:, 6:])
         v_child, a_child, phi_child = transformed(va, AV, v_joint, a_joint, phi, f_bar)
         forces = bl.components(f)
-        torque = sp.add(sp.add(sp.cross_force(v_child, V_bar), sp.cross_force(a_child, A_bar)),
-                        sp.cross_force(phi_child, forces))
-        return [-sp.dot(bl.components(S), torque), *sp.sub(V_bar, sp.cross_force(bl.components(va[:, :6]), A_bar))]
+        twist_bar = sp.scale(-1.0, sp.add(sp.add(sp.cross_force(v_child, V_bar), sp.cross_force(a_child, A_bar)),
+                                          sp.cross_force(phi_child, forces)))
+        return [sp.dot(bl.components(S), twist_bar), *twist_bar,
+                *sp.sub(V_bar, sp.cross_force(bl.components(va[:, :6]), A_bar))]
 
     def transform_cotangents(R, p, va, AV, v_joint, a_joint, phi, f_bar, f):
         A_bar, V_bar, Rl, pl = bl.components(AV[:, :6]), bl.components(AV[:, 6:]), bl.components(R), bl.components(p)
@@ -194,8 +207,9 @@ def _forces_bwd(trav, res, f_bar):
     g_bar = -acc[-1, 3:6]                                                            # a_world = [0; −g]
     g_bar = jnp.sum(g_bar, -1) if gravity.ndim == 1 else g_bar.T
     cotangents = (jnp.stack(frames[:9], 1), jnp.stack(frames[9:], 1), joint[0], jnp.zeros_like(S),
-                  jnp.stack(joint[1:], 1), AV[:, :6], jnp.stack(inertia_bar, 1), jnp.stack(external_bar, 1), g_bar)
-    return tuple(_sum_to(x, y.shape) for x, y in zip(cotangents, res[:9], strict=True))
+                  jnp.stack(joint[1:7], 1), jnp.stack(joint[7:], 1), AV[:, :6], jnp.stack(inertia_bar, 1),
+                  jnp.stack(external_bar, 1), g_bar)
+    return tuple(_sum_to(x, y.shape) for x, y in zip(cotangents, res[:10], strict=True))
 
 
 def _sum_to(x, shape):
@@ -235,21 +249,27 @@ def rnea_at(model: Model, q, v, a, f_ext, known):
 def rnea_autodiff(model: Model, q, v, a, f_ext=None):
     """`rnea` differentiated by plain autodiff (JAX's transpose of the passes): the second code path
     the hand-written reverse mode is tested and benchmarked against."""
-    return _rnea(lambda trav, R, p, theta, S, *rest: _forces_fwd(trav, R, p, *rest)[0], model, q, v, a, f_ext,
+    return _rnea(lambda trav, R, p, theta, S, twist, *rest: _forces_fwd(trav, R, p, *rest)[0], model, q, v, a, f_ext,
                  held=False)
 
 
 def _rnea(link_forces, model, q, v, a, f_ext, held=True):
-    """τ (B, nv) with link_forces(trav, R, p, θ, S, v_joint, a_joint, inertia, external, gravity); `held`: the
-    frames computed with the 1-DoF coordinates θ held constant, their derivatives left to link_forces."""
+    """τ (B, nv) with link_forces(trav, R, p, θ, S, twist, v_joint, a_joint, inertia, external, gravity); `held`:
+    the frames computed with the coordinates held constant, their derivatives left to link_forces (θ, and
+    `joint_twists` where a joint is not 1-DoF)."""
     fr.check_batch(model, q=("q", q), v=("v", v), a=("v", a), f_ext=("f_ext", f_ext))
     d = fr.link_data(model)
     q_links, v_links, a_links = fr.scalar_coordinates(model, q, v, a)
-    R, p = fr.joint_frames(model, d, q, jax.lax.stop_gradient(q_links) if held else q_links)
+    if held:
+        R, p = fr.joint_frames(model, d, jax.lax.stop_gradient(q), jax.lax.stop_gradient(q_links))
+        twist = fr.joint_twists(model, q)
+    else:
+        R, p = fr.joint_frames(model, d, q, q_links)
+        twist = jnp.zeros((model.n_links, 6, 1), q.dtype)
     v_joint, a_joint = fr.joint_motion(model, d, v, v_links), fr.joint_motion(model, d, a, a_links)
     external = fr.external_wrenches(model, f_ext, q.dtype)
-    f = link_forces(model.traversal, R, p, q_links, d.S, v_joint, a_joint, fr.rigid_link_inertias(d), external,
-                    model.gravity)
+    f = link_forces(model.traversal, R, p, q_links, d.S, twist, v_joint, a_joint, fr.rigid_link_inertias(d),
+                    external, model.gravity)
     tau_links = sp.dot(bl.components(d.S), bl.components(f))                        # τ = Sᵀ f
     free = [bl.read_rows(f, pos) for pos in fr.free_positions(model)]               # τ_free = f
     triple = [[bl.read_rows(f, pos)[i] for i in triple.spatial]                     # τ_triple = Sᵀ f

@@ -150,8 +150,13 @@ def _gradients(rnea, model, weights, state, fields=FIELDS):
 @pytest.mark.parametrize("floating", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_reverse_mode_equals_plain_autodiff_of_the_passes(floating):
     rng, model, _ = _tree_case(11, n_links=7, floating=floating)
-    state = _state(rng, model, 4)
-    weights = jnp.asarray(rng.normal(size=(4, model.nv)))
+    _assert_equal_to_autodiff(rng, model, 4)
+
+
+def _assert_equal_to_autodiff(rng, model, batch):
+    """Every cotangent of a random loss (state and model fields) of `br.rnea` against `rnea_autodiff`'s: 1e-12."""
+    state = _state(rng, model, batch)
+    weights = jnp.asarray(rng.normal(size=(batch, model.nv)))
     got = _gradients(br.rnea, model, weights, state)
     ref = _gradients(br.rnea_autodiff, model, weights, state)
     for (path, g), r in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(ref), strict=True):
@@ -219,25 +224,24 @@ def test_check_grads_against_finite_differences():
                 (q, v, model.mass), order=2, modes=("fwd", "rev"))
 
 
-@pytest.mark.slow            # two gradient compiles of a tree with every joint type (~15 s)
-def test_reverse_mode_equals_plain_autodiff_on_every_joint_type():
-    # the 1-DoF coordinates' cotangent in closed form (θ̄ = −Sᵀ [...], revolute and prismatic) beside the frames'
-    # (free, spherical, planar, unbounded joints and the placements), on one tree holding all of them
+def _every_joint_type():
+    """(rng, model): a 9-link tree with a free root and every other joint type, stored in random order."""
     types = (JointType.REVOLUTE, JointType.PRISMATIC, JointType.SPHERICAL, JointType.PLANAR,
              JointType.REVOLUTE_UNBOUNDED, JointType.FIXED)
     rng = np.random.default_rng(21)
     tree = random_tree(rng, 9, link_types=(JointType.FREE, *types, JointType.REVOLUTE, JointType.PRISMATIC))
-    model = build_jaxsoa(tree, permutation=random_permutation(rng, 9, root_at=4))
-    state = _state(rng, model, 3)
-    weights = jnp.asarray(rng.normal(size=(3, model.nv)))
-    got = _gradients(br.rnea, model, weights, state)
-    ref = _gradients(br.rnea_autodiff, model, weights, state)
-    for (path, g), r in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(ref), strict=True):
-        assert relative_error(g, r) < 1e-12, jax.tree_util.keystr(path)
+    return rng, build_jaxsoa(tree, permutation=random_permutation(rng, 9, root_at=4))
+
+
+@pytest.mark.slow            # two gradient compiles of a tree with every joint type (~15 s)
+def test_reverse_mode_equals_plain_autodiff_on_every_joint_type():
+    # the coordinates' cotangents in closed form (θ̄ = Sᵀ ξ̄ for revolute and prismatic joints, ξ̄ through
+    # `joint_twists` for free, spherical, planar and unbounded ones) beside the placements', on one tree of all of them
+    _assert_equal_to_autodiff(*_every_joint_type(), 3)
 
 
 def test_second_derivatives_across_placements_and_coordinates():
-    # the coordinates' frames are computed with θ held and turned by θ − stop_gradient(θ) inside the rule
+    # the frames are computed with q held and turned by θ − stop_gradient(θ) and the joint twists inside the rule
     # (`_turn`); the mixed derivatives ∂²/∂placement ∂q must still be those of the frames' true dependence
     rng, model, _ = _tree_case(14, n_links=4, floating=False)
     q, v, a, f_ext = _state(rng, model, 2)
@@ -253,10 +257,12 @@ def test_second_derivatives_across_placements_and_coordinates():
 
 
 @pytest.mark.optimized       # XLA's dead-code elimination is what this is about
-def test_coordinate_cotangent_forms_no_frame_cotangent():
-    # on a fixed-base tree of 1-DoF joints, q's cotangent is the closed form alone: the stage forming the
-    # frames' cotangents (R̄, p̄) is compiled only when a placement is differentiated too
-    rng, model, _ = _tree_case(13, n_links=5, floating=False)
+@pytest.mark.parametrize("every_type", [False, True], ids=["fixed-base-1-dof", "every-joint-type"])
+def test_coordinate_cotangent_forms_no_frame_cotangent(every_type):
+    # q's cotangent is the closed form alone (θ̄ = Sᵀ ξ̄ for 1-DoF joints, ξ̄ through `joint_twists` for the free,
+    # spherical, planar and unbounded ones): the stage forming the frames' cotangents (R̄, p̄) is compiled only
+    # when a placement is differentiated too
+    rng, model = _every_joint_type() if every_type else _tree_case(13, n_links=5, floating=False)[:2]
     q, v, a, f_ext = _state(rng, model, 4)
 
     def loss(translation, q):
