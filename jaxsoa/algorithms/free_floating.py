@@ -21,10 +21,12 @@ hub frame.
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.algorithms import batch_last
+from jaxsoa.algorithms.adjoint import implicit_dynamics
 from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, rnea
 from jaxsoa.algorithms.kinematics import (
     LinkPlacements,
@@ -122,12 +124,14 @@ def _rigid_hub_forces(model: Model, Ic, placements: LinkPlacements, a_hub):
     return from_slots(model, jnp.where(below, tau_slots, 0))
 
 
-def _rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
-    """`rnea_free_floating` of one sample or of a batch (B, ...): `rnea`, `composite_inertias` and
-    `forward_kinematics` dispatch by shape. RNEA is affine in q̈: the torques with the hub accelerating at
-    a_b are those with it held still plus M[:, hub] a_b. One sample takes M[:, hub] a_b from the composite
-    inertias (`_rigid_hub_forces`: 15–17 % faster than a second RNEA, docs/performance.md); a leading batch
-    runs a second RNEA on the batch-last core, where the (B, n, 6, 6) products cost more than it."""
+def _hub_solve(model: Model, q, v, qdd_joints, f_ext):
+    """((a_b, τ_j), (M_bb, M_bb⁻¹, M_jb)): the hub's acceleration and the joint torques of
+    `rnea_free_floating` (one sample or a batch (B, ...): `rnea`, `composite_inertias` and
+    `forward_kinematics` dispatch by shape), and the hub's mass-matrix blocks that `_hub_operators` reuse.
+    RNEA is affine in q̈: the torques with the hub accelerating at a_b are those with it held still plus
+    M[:, hub] a_b. One sample takes M[:, hub] a_b from the composite inertias (`_rigid_hub_forces`: 15–17 %
+    faster than a second RNEA, docs/performance.md); a leading batch runs a second RNEA on the batch-last
+    core, where the (B, n, 6, 6) products cost more than it."""
     base_dofs, joint_dofs = base_and_joint_dofs(model)
     base = floating_base(model)
     qdd = _embed(model, qdd_joints, joint_dofs)
@@ -136,15 +140,56 @@ def _rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloat
     Ic = composite_inertias(model, q)
     M_bb = jnp.einsum("ji,...jk,kl->...il", S_base, Ic[..., base, :, :], S_base) + jnp.diag(
         model.armature[base_dofs])[(None,) * (Ic.ndim - 3)]                    # whole system seen from the hub
-    a_base = -mat_vec(inverse_spd(M_bb), tau_held[..., base_dofs])            # a_b = −M_bb⁻¹ h
+    M_bb_inv = inverse_spd(M_bb)
+    a_base = -mat_vec(M_bb_inv, tau_held[..., base_dofs])                     # a_b = −M_bb⁻¹ h
     placements = forward_kinematics(model, q)
-    qdd = qdd.at[..., base_dofs].set(a_base)
     if q.ndim == 1:
         tau = tau_held + _rigid_hub_forces(model, Ic, placements, mat_vec(S_base, a_base))   # τ = τ₀ + M[:, hub] a_b
     else:
-        tau = rnea(model, q, v, qdd, f_ext)
-    return FreeFloatingInverseDynamics(tau[..., joint_dofs], a_base,
-                                       _hub_wrench(model, v, qdd, f_ext, placements.R_world_link[..., base, :, :]))
+        tau = rnea(model, q, v, qdd.at[..., base_dofs].set(a_base), f_ext)
+    M_hub = jax.vmap(lambda a: _rigid_hub_forces(model, Ic, placements, a), 1, -1)(S_base)    # M[:, hub] (…, nv, 6)
+    return (a_base, tau[..., joint_dofs]), (M_bb, M_bb_inv, M_hub[..., joint_dofs, :])
+
+
+def _hub_residual(p, x, aux):
+    """r(p, x) = [0; τ_j] − RNEA(q, v, [a_b; q̈_j], f_ext), linear in x = (a_b, τ_j); zero at the solution
+    (the hub free of generalized force). aux unused."""
+    model, q, v, qdd_joints, f_ext = p
+    a_base, tau_joints = x
+    base_dofs, joint_dofs = base_and_joint_dofs(model)
+    tau = rnea(model, q, v, _embed(model, qdd_joints, joint_dofs).at[..., base_dofs].set(a_base), f_ext)
+    return -tau[..., base_dofs], tau_joints - tau[..., joint_dofs]
+
+
+def _hub_operators(p, x, aux):
+    """A = −∂r/∂x = [[M_bb, 0], [M_jb, −I]] of `_hub_residual`: A x, A⁻¹ b and A⁻ᵀ c from the forward's blocks."""
+    M_bb, M_bb_inv, M_jb = aux
+
+    def matvec(x):                                         # (M_bb a, M_jb a − τ)
+        return mat_vec(M_bb, x[0]), mat_vec(M_jb, x[0]) - x[1]
+
+    def inverse(_, b):                                     # a = M_bb⁻¹ b_b, τ = M_jb a − b_j
+        a = mat_vec(M_bb_inv, b[0])
+        return a, mat_vec(M_jb, a) - b[1]
+
+    def transpose_inverse(_, c):                           # y_b = M_bb⁻¹ (c_a + M_jbᵀ c_τ), y_j = −c_τ
+        return mat_vec(M_bb_inv, c[0] + mat_tvec(M_jb, c[1])), -c[1]
+
+    return matvec, inverse, transpose_inverse
+
+
+_hub_dynamics = implicit_dynamics(_hub_solve, _hub_residual, _hub_operators)
+"""(a_b, τ_j) differentiated as the root of `_hub_residual`: reverse mode is one RNEA VJP and a 6×6 solve,
+never the transposes of the composite inertias and kinematics (`jaxsoa.algorithms.adjoint.implicit_dynamics`)."""
+
+
+def _rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
+    """`rnea_free_floating` of one sample or of a batch (B, ...), differentiated implicitly (`_hub_dynamics`)."""
+    base_dofs, joint_dofs = base_and_joint_dofs(model)
+    a_base, tau_joints = _hub_dynamics(model, q, v, qdd_joints, f_ext)
+    qdd = _embed(model, qdd_joints, joint_dofs).at[..., base_dofs].set(a_base)
+    R_world_hub = forward_kinematics(model, q).R_world_link[..., floating_base(model), :, :]
+    return FreeFloatingInverseDynamics(tau_joints, a_base, _hub_wrench(model, v, qdd, f_ext, R_world_hub))
 
 
 @entry_point(floating_base, q='q', v='v', qdd_joints='joints', f_ext='f_ext',
