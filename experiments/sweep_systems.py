@@ -130,19 +130,18 @@ def dual_arm_simulator(steps):
         model = apply_configuration(template, arrays, table[sample["configuration"] - 1], ids)
         q_start, a, w = sample["q_joints"], sample["amplitude"], sample["omega"]
 
-        def step(state, t):                      # computed torque towards q_des = q₀ + a (1 − cos ωt), held over dt
+        def step(t, state, k):                   # computed torque towards q_des = q₀ + a (1 − cos ωt), held over dt
             q, v, peak = state
             q_des, v_des, a_des = q_start + a * (1 - jnp.cos(w * t)), a * w * jnp.sin(w * t), a * w**2 * jnp.cos(w * t)
             tau = jaxsoa.computed_torque_free_floating(model, q, v, q_des, v_des, a_des, kp, kd)
             q, v = jaxsoa.rk4_step(model, q, v, jnp.concatenate([jnp.zeros(6), tau]), DT)
-            return (q, v, jnp.maximum(peak, jnp.abs(tau).max())), q
+            return q, v, jnp.maximum(peak, jnp.abs(tau).max())
 
         q0 = jnp.concatenate([jnp.zeros(6), jnp.ones(1), q_start])
-        (q_end, _, peak), qs = jax.lax.scan(step, (q0, jnp.zeros(12), jnp.zeros(())),
-                                             DT * jnp.arange(steps, dtype=q0.dtype))
+        qs, _, peaks = jaxsoa.integrators.rollout_steps(step, (q0, jnp.zeros(12), jnp.zeros(())), DT, steps)
         q_des_end = q_start + a * (1 - jnp.cos(w * steps * DT))
-        return {**hub_metrics(jnp.concatenate([q0[None], qs])), "peak_torque_Nm": peak,
-                "tracking_error_rad": jnp.abs(q_end[7:] - q_des_end).max()}
+        return {**hub_metrics(qs), "peak_torque_Nm": peaks[-1],
+                "tracking_error_rad": jnp.abs(qs[-1, 7:] - q_des_end).max()}
 
     return simulate
 

@@ -38,6 +38,7 @@ from jaxsoa.algorithms.dynamics import aba
 from jaxsoa.constraints.closure import LoopClosure
 from jaxsoa.constraints.dynamics import forward_dynamics_constrained, project_velocity
 from jaxsoa.integrators.steps import rk4_step, semi_implicit_euler_step
+from jaxsoa.integrators.tangents import with_carried_tangents
 from jaxsoa.multibody.arguments import BatchedPath, entry_point
 from jaxsoa.multibody.checks import check_configuration, check_model
 from jaxsoa.multibody.model import Model
@@ -93,7 +94,8 @@ def rollout_steps(advance, x0, dt, n_steps, *, checkpoint=False):
         body = jax.checkpoint(body, policy=checkpoint)
     elif checkpoint:
         body = jax.checkpoint(body)
-    _, xs = jax.lax.scan(body, x0, jnp.arange(n_steps, dtype=jnp.int32))
+    steps = jnp.arange(n_steps, dtype=jnp.int32)
+    _, xs = jax.lax.scan(body, with_carried_tangents(body, x0, steps[0]), steps)   # one linearisation of the step
     return jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), x0, xs)
 
 

@@ -65,8 +65,8 @@ def test_identify_prints_each_system_start_stages_and_time(tmp_path, monkeypatch
 
 
 BENCH_MODULES = ["bench_adjoint", "bench_batch_last", "bench_compile", "bench_core", "bench_free_floating",
-                 "bench_float32_gradients", "bench_gradient", "bench_jaxsim", "bench_scaling", "bench_stacked", "bench_stewart", "bench_tether",
-                 "bench_topology", "sweep_store"]
+                 "bench_float32_gradients", "bench_gradient", "bench_jaxsim", "bench_scaling", "bench_stacked",
+                 "bench_stewart", "bench_tether", "bench_topology", "sweep_store"]
 
 
 def _interrupt(*_, **__):
