@@ -151,9 +151,14 @@ def _rollout_one(model: Model, q0, v0, control, dt, n_steps, *, step=rk4_step, c
     return _checked(trajectory, checks, model, model, q0)
 
 
-_aba_keeping_factor = jax.checkpoint(aba, policy=jax.checkpoint_policies.save_only_these_names(batch_last.SAVED))
-"""The leading-batch ABA of a rollout's stages, whose reverse mode keeps q̈ and the `Factor` only and recomputes the
-model's per-link data, frames and indices: each kept value is a residual buffer per stage and step."""
+def _aba_keeping_factor(model: Model, q, v, tau):
+    """The leading-batch ABA of a rollout's stages, whose reverse mode keeps q̈ and the `Factor` only and recomputes
+    the model's per-link data, frames and indices: each kept value is a residual buffer per stage and step. The
+    checkpoint closes over the model, so a concrete topology stays concrete inside it: as a `jax.checkpoint` argument
+    it became traced, and the entry point compiled its guard of a traced topology, both paths (space-arm rollout
+    gradient 9.4 → 18.4 s to compile; docs/performance.md, "A concrete topology inside the rollout's checkpoint")."""
+    policy = jax.checkpoint_policies.save_only_these_names(batch_last.SAVED)
+    return jax.checkpoint(lambda q, v, tau: aba(model, q, v, tau), policy=policy)(q, v, tau)
 
 BATCH_AGNOSTIC_STEPS = (rk4_step, semi_implicit_euler_step)
 """The steps whose per-sample body also runs on (B, ·) states (every call in it is an entry point)."""

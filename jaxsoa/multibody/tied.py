@@ -8,17 +8,19 @@ from jaxsoa.multibody.model import Model
 
 
 def tied_to_states(shared, states):
-    """(shared, states) with every array leaf of both (the model's topology included) tied together when
-    they are differentiated: there, one `lax.optimization_barrier` makes each output depend on every input,
-    so no value of the call depends on the model alone. Reason (docs/performance.md, "Loop-invariant
+    """(shared, states) with every array leaf of both (the model's topology included, but its parent array, which
+    tells the entry points a concrete topology from a traced one) tied together when they are differentiated:
+    there, one `lax.optimization_barrier` makes each output depend on every input, so no value of the call
+    depends on the model alone. Reason (docs/performance.md, "Loop-invariant
     hoisting"): linearising a loop, JAX evaluates the part of its body that depends only on loop constants
     (here the model) outside the loop; on the batch-last core that split every staged pass into a
     model-only half and a state half with batch-sized residuals between them, which made a rollout's
     gradient program 2.3× larger and its run 1.2–1.3× slower. A call that is not differentiated passes
     its arrays unchanged: there the barrier kept XLA from hoisting the model's terms out of the chunk
     loop, and cost ABA 1.25–2.7× (docs/performance.md, "The tie only where JAX linearises")."""
+    kept = _parent_arrays((shared, states))
     leaves, tree = jax.tree.flatten((shared, states))
-    arrays = [i for i, x in enumerate(leaves) if isinstance(x, (jax.Array, np.ndarray))]
+    arrays = [i for i, x in enumerate(leaves) if isinstance(x, (jax.Array, np.ndarray)) and id(x) not in kept]
     for i, x in zip(arrays, _tied(*(leaves[i] for i in arrays)), strict=True):
         leaves[i] = x
     return jax.tree.unflatten(tree, leaves)
@@ -36,8 +38,7 @@ def fenced_constants(tree, traced: bool = False):
     size, not the batch's) as residuals instead of reading them as constants. `traced`: fence traced leaves too
     (inside a `custom_vmap` rule, where a closed-over model arrives as a tracer that the compiled program
     replaces by its constant again)."""
-    models = [x for x in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, Model)) if isinstance(x, Model)]
-    kept = {id(model.traversal.parent) for model in models}
+    kept = _parent_arrays(tree)
     leaves, tree_def = jax.tree.flatten(tree)
     index = [i for i, x in enumerate(leaves) if isinstance(x, (jax.Array, np.ndarray))
              and (traced or not isinstance(x, jax.core.Tracer)) and id(x) not in kept]
@@ -45,6 +46,13 @@ def fenced_constants(tree, traced: bool = False):
         for i, x in zip(index, jax.lax.optimization_barrier(tuple(leaves[i] for i in index)), strict=True):
             leaves[i] = x
     return jax.tree.unflatten(tree_def, leaves)
+
+
+def _parent_arrays(tree) -> set:
+    """ids of the parent arrays of the models in `tree`: the entry points read a concrete parent array as a concrete
+    topology (no guard of a traced one, `jaxsoa.multibody.batched.guarded`), so ties and fences pass it unchanged."""
+    models = [x for x in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, Model)) if isinstance(x, Model)]
+    return {id(model.traversal.parent) for model in models}
 
 
 @jax.custom_jvp

@@ -164,3 +164,22 @@ def test_reverse_mode_keeps_the_factor_per_stage_and_recomputes_the_rest(monkeyp
     assert len(with_policy) <= 16, with_policy
     monkeypatch.setattr(rollout_module, "_aba_keeping_factor", dynamics.aba)
     assert len(kept()) > 3 * len(with_policy)
+
+
+def test_gradient_of_a_concrete_topology_compiles_no_guard(monkeypatch):
+    """A concrete model stays concrete inside the rollout (its parent array is neither tied to the states nor a
+    `jax.checkpoint` argument), so the stages' ABA compiles no guard of a traced topology (both paths: the space-arm
+    rollout gradient took 18.4 s to compile instead of 9.6 s); a model passed to `jax.jit` still gets the guard."""
+    model, q0, v0, gains = _case(9)
+    fallbacks = []
+    original = batched.per_sample_only
+    monkeypatch.setattr(batched, "per_sample_only", lambda: fallbacks.append(1) or original())
+
+    def loss(model, q0, v0):
+        trajectory = jaxsoa.rollout(model, q0, v0, lambda t, q, v: -gains * v, DT, 3)
+        return jnp.sum(trajectory.q**2) + jnp.sum(trajectory.v**2)
+
+    jax.jit(jax.grad(lambda q0, v0: loss(model, q0, v0), argnums=(0, 1))).trace(q0, v0)
+    assert fallbacks == []
+    jax.jit(jax.grad(loss, argnums=(1, 2))).trace(model, q0, v0)          # a traced topology: guarded
+    assert fallbacks
