@@ -156,7 +156,7 @@ def _aba_keeping_factor(model: Model, q, v, tau):
     the model's per-link data, frames and indices: each kept value is a residual buffer per stage and step. The
     checkpoint closes over the model, so a concrete topology stays concrete inside it: as a `jax.checkpoint` argument
     it became traced, and the entry point compiled its guard of a traced topology, both paths (space-arm rollout
-    gradient 9.4 → 18.4 s to compile; docs/performance.md, "A concrete topology inside the rollout's checkpoint")."""
+    gradient 9.6 → 18.4 s to compile; docs/performance.md, "Smaller gradient programs of the seed systems")."""
     policy = jax.checkpoint_policies.save_only_these_names(batch_last.SAVED)
     return jax.checkpoint(lambda q, v, tau: aba(model, q, v, tau), policy=policy)(q, v, tau)
 

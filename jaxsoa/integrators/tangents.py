@@ -1,5 +1,5 @@
 """A loop's initial state with zero tangents where the loop is differentiated, so that JAX linearises the loop's
-body once (docs/performance.md, "One linearisation of a rollout's step").
+body once (docs/performance.md, "Smaller gradient programs of the seed systems").
 
 JAX differentiates a `lax.scan` by a fixpoint over its carries: a carry whose initial value is a constant (q0 held,
 v0 = 0, a running maximum starting at 0, or every state when only the model's parameters are differentiated) is
