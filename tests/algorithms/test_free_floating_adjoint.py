@@ -116,3 +116,23 @@ def test_leading_batch_gradients_equal_the_per_sample_call(floating_tree):
     grads = jax.jit(lambda *a: [on_domain(jax.grad(total, argnums=(0, 1, 2, 3, 4))(*a, per_sample), model)
                                 for per_sample in (False, True)])(params_of(model), q, v, qdd_joints, f_ext)
     assert_close(*grads)
+
+
+def test_hessian_equals_dense_autodiff(floating_tree):
+    """Second derivatives through the rule (forward over reverse, `jax.hessian`) in v, q̈_j and q."""
+    model = floating_tree
+    q, v, qdd_joints, f_ext = joint_state(model, 7)
+
+    def implicit(model, q, v, qdd_joints, f_ext):
+        result = jaxsoa.rnea_free_floating(model, q, v, qdd_joints, f_ext)
+        return result.tau_joints, result.base_acceleration
+
+    def loss(function):
+        def value(q, v, qdd_joints):
+            tau_joints, a_base = function(model, q, v, qdd_joints, f_ext)
+            return jnp.sum(tau_joints**3) + jnp.sum(jnp.sin(a_base))
+        return value
+
+    hessians = jax.jit(lambda *a: [jax.hessian(loss(f), argnums=(0, 1, 2))(*a)
+                                   for f in (implicit, dense_inverse_dynamics)])(q, v, qdd_joints)
+    assert_close(*hessians)
