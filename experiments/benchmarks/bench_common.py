@@ -337,6 +337,28 @@ def jax_run_meta(module, start):
             "total_s": time.perf_counter() - start}
 
 
+def benchmark_main(module, parse_args, run, columns):
+    """main(argv) of a one-process benchmark: parse_args(argv) -> opts (with `out`), XLA's fusion emitters off,
+    run(opts) -> records, printed as a table (`report`) and written as JSON; Ctrl-C exits 130 in one line.
+    Pass parse_args and run as lambdas over the module's names, so that tests can replace them."""
+    from experiments._common import BENCH_NOTE, interruptible
+
+    @interruptible(BENCH_NOTE)
+    def main(argv=None):
+        start = time.perf_counter()
+        opts = parse_args(argv)
+        fusion_emitters_off()                                            # before JAX starts
+        report(module, start, opts.out, run(opts), columns)
+        return 0
+    return main
+
+
+def report(module, start, path, records, columns):
+    """Print `records` as a markdown table, columns = [(header, record key), ...], and `finish` with them."""
+    print(md_table([h for h, _ in columns], [[r[k] for _, k in columns] for r in records]))
+    finish(module, start, path, {"records": records})
+
+
 def finish(module, start, path, payload):
     """Write {"meta": jax_run_meta(module, start), **payload} as JSON to `path` and say so."""
     write_json(path, {"meta": jax_run_meta(module, start), **payload})

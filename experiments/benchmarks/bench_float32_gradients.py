@@ -13,14 +13,15 @@ median, 90th percentile and maximum over the batch. Writes results/bench_float32
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
-from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_int, progress
+from experiments._common import OneLineParser, positive_int, progress
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
 SYSTEMS = ("panda", "space_arm_free")
+COLUMNS = [("system", "system"), ("program", "program"), ("steps", "steps"), ("float32 path", "path"),
+           ("median error", "median"), ("90 % error", "p90"), ("max error", "max")]
 
 
 def _names(text, known, what):
@@ -95,16 +96,7 @@ def run(opts):
     return records
 
 
-@interruptible(BENCH_NOTE)
-def main(argv=None):
-    start = time.perf_counter()
-    opts = parse_args(argv)
-    bc.fusion_emitters_off()                                             # before JAX starts
-    records = run(opts)
-    rows = [(r["system"], r["program"], r["steps"], r["path"], r["median"], r["p90"], r["max"]) for r in records]
-    print(bc.md_table(["system", "program", "steps", "float32 path", "median error", "90 % error", "max error"], rows))
-    bc.finish("bench_float32_gradients", start, opts.out, {"records": records})
-    return 0
+main = bc.benchmark_main("bench_float32_gradients", lambda argv: parse_args(argv), lambda opts: run(opts), COLUMNS)
 
 
 if __name__ == "__main__":
