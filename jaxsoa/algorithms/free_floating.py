@@ -73,6 +73,12 @@ def _embed(model: Model, x_joints, joint_dofs):
     return jnp.zeros((*x_joints.shape[:-1], model.nv), x_joints.dtype).at[..., joint_dofs].set(x_joints)
 
 
+def _with_hub(model: Model, a_base, qdd_joints):
+    """(..., nv) q̈ with the hub's entries a_base (..., 6) and the joints' qdd_joints (..., nv − 6)."""
+    base_dofs, joint_dofs = base_and_joint_dofs(model)
+    return _embed(model, qdd_joints, joint_dofs).at[..., base_dofs].set(a_base)
+
+
 def _aba_free_floating(model: Model, q, v, tau_joints, f_ext=None):
     """`aba_free_floating` of one sample or of a batch (B, ...): `aba` dispatches by shape."""
     return aba(model, q, v, _embed(model, tau_joints, base_and_joint_dofs(model).joint_dofs), f_ext)
@@ -146,7 +152,7 @@ def _hub_solve(model: Model, q, v, qdd_joints, f_ext):
     if q.ndim == 1:
         tau = tau_held + _rigid_hub_forces(model, Ic, placements, mat_vec(S_base, a_base))   # τ = τ₀ + M[:, hub] a_b
     else:
-        tau = rnea(model, q, v, qdd.at[..., base_dofs].set(a_base), f_ext)
+        tau = rnea(model, q, v, _with_hub(model, a_base, qdd_joints), f_ext)
     M_hub = jax.vmap(lambda a: _rigid_hub_forces(model, Ic, placements, a), 1, -1)(S_base)    # M[:, hub] (…, nv, 6)
     return (a_base, tau[..., joint_dofs]), (M_bb, M_bb_inv, M_hub[..., joint_dofs, :])
 
@@ -157,7 +163,7 @@ def _hub_residual(p, x, aux):
     model, q, v, qdd_joints, f_ext = p
     a_base, tau_joints = x
     base_dofs, joint_dofs = base_and_joint_dofs(model)
-    tau = rnea(model, q, v, _embed(model, qdd_joints, joint_dofs).at[..., base_dofs].set(a_base), f_ext)
+    tau = rnea(model, q, v, _with_hub(model, a_base, qdd_joints), f_ext)
     return -tau[..., base_dofs], tau_joints - tau[..., joint_dofs]
 
 
@@ -185,9 +191,8 @@ never the transposes of the composite inertias and kinematics (`jaxsoa.algorithm
 
 def _rnea_free_floating(model: Model, q, v, qdd_joints, f_ext=None) -> FreeFloatingInverseDynamics:
     """`rnea_free_floating` of one sample or of a batch (B, ...), differentiated implicitly (`_hub_dynamics`)."""
-    base_dofs, joint_dofs = base_and_joint_dofs(model)
     a_base, tau_joints = _hub_dynamics(model, q, v, qdd_joints, f_ext)
-    qdd = _embed(model, qdd_joints, joint_dofs).at[..., base_dofs].set(a_base)
+    qdd = _with_hub(model, a_base, qdd_joints)
     R_world_hub = forward_kinematics(model, q).R_world_link[..., floating_base(model), :, :]
     return FreeFloatingInverseDynamics(tau_joints, a_base, _hub_wrench(model, v, qdd, f_ext, R_world_hub))
 
