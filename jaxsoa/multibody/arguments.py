@@ -35,7 +35,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsoa.multibody.batched import BatchedPath, guarded, mapped_in_chunks, run_batched
+from jaxsoa.multibody.batched import (
+    BatchedPath,
+    guarded,
+    guarded_residuals,
+    in_per_sample_only,
+    mapped_in_chunks,
+    run_batched,
+)
 from jaxsoa.multibody.model import Model, model_batch
 from jaxsoa.multibody.scalars import check_positive_steps, check_time_step
 from jaxsoa.multibody.vmap_rule import vmappable_call
@@ -269,7 +276,9 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
             if not batched_names and batched is not None and batched.supports(model):
                 kinds = {name: "state" for name, kind in specs.items() if kind in SHAPES}
                 kinds |= {model_name: "model"} if batched.stacked else {}
-                residuals = batched.residuals if batched.valid is None or batched.valid(model) is None else None
+                residuals = batched.residuals
+                if residuals is not None and batched.valid is not None and batched.valid(model) is not None:
+                    residuals = guarded_residuals(batched, model_name, checked)
                 return vmappable_call(checked, fn, arguments, kinds, batched.reverse, residuals, batched.given)
             if not batched_names:
                 return fn(*bound.args, **bound.kwargs)
@@ -284,9 +293,11 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
                     function = jax.vmap(function)
                 return function(*(arguments[name] for name in batched_names))
 
-            if batched is not None and np.prod(lead) > 0 and batched.supports(model):
+            if batched is not None and np.prod(lead) > 0 and (in_per_sample_only() or batched.supports(model)):
                 fallback = functools.partial(mapped_in_chunks, per_sample,
                                              tuple(arguments[name] for name in batched_names), lead)
+                if in_per_sample_only():                  # a guard's fallback: per sample, in chunks
+                    return fallback()
                 return guarded(batched, model, lambda: run_batched(batched, model, arguments,
                                                                    _trailing(specs, model), lead), fallback)
             return mapped()

@@ -73,11 +73,32 @@ def guarded(path: BatchedPath, model: Model, whole_batch: Callable, per_sample: 
     if valid is None:
         return out
 
+    @jax.checkpoint                         # reverse mode keeps no residual of the untaken branch
     def fallback(_):
         with per_sample_only():
             return per_sample()
 
     return jax.lax.cond(valid, lambda _: out, fallback, None)
+
+
+def guarded_residuals(path: BatchedPath, model_name: str, whole_batch: Callable) -> tuple:
+    """path.residuals (forward, given, placeholder: `jaxsoa.multibody.vmap_rule.vmap_to_batch`'s, taking the
+    arguments by name) for a traced topology: the values of forward and given each `guarded` by path.valid,
+    whole_batch(**arguments) (the entry point on the leading batch: under `per_sample_only`, its per-sample
+    function in chunks) their fallback. So reverse mode under `vmap` keeps the forward's residuals where the
+    topology is valid, instead of recomputing the whole batch's forward (docs/performance.md, "The residuals
+    of a traced topology")."""
+    forward, given, placeholder = path.residuals
+
+    def forward_guarded(**arguments):
+        out, res = forward(**arguments)
+        return guarded(path, arguments[model_name], lambda: out, lambda: whole_batch(**arguments)), res
+
+    def given_guarded(res, **arguments):
+        return guarded(path, arguments[model_name], lambda: given(res, **arguments),
+                       lambda: whole_batch(**arguments))
+
+    return forward_guarded, given_guarded, placeholder
 
 
 BATCH_CHUNK = 512

@@ -61,6 +61,27 @@ def test_vmap_gradient_runs_one_forward_and_equals_the_per_sample_program(name, 
             assert relative_error(g, r) < 1e-11
 
 
+def test_vmap_gradient_with_a_traced_topology_runs_one_forward(monkeypatch):
+    """The model passed to `jax.jit` (its topology traced, so the core's result is guarded by "every free joint on
+    the world", `batched.guarded_residuals`): reverse mode under `vmap` still keeps the forward's `Factor`, one
+    forward ABA on the core (two before: the residuals were dropped for a traced topology); gradients equal the
+    closed-over model's program (1e-11) and its per-sample program's."""
+    model = _models()["free-flyer"]
+    states = _states(model, np.random.default_rng(17))
+
+    def grad(model, *states):
+        return jax.vmap(jax.value_and_grad(_loss(model), argnums=(0, 1, 2, 3)))(*states)
+
+    assert _forward_passes(model, len(states[0]), grad, model, *states) == 1
+    got = jax.jit(grad)(model, *states)
+    closed = jax.jit(lambda *x: grad(model, *x))(*states)
+    with monkeypatch.context() as patch:
+        patch.setattr(vmap_rule, "VMAP_MIN_BATCH", 10**9)
+        per_sample = jax.jit(grad)(model, *states)
+    for g, c, p in zip(jax.tree.leaves(got), jax.tree.leaves(closed), jax.tree.leaves(per_sample), strict=True):
+        assert relative_error(g, c) < 1e-11 and relative_error(g, p) < 1e-11
+
+
 def test_vmap_gradient_over_per_sample_models():
     """A `vmap` over models (a stack of random trees) and states: the forward and its residuals run on the
     stacked core; gradients equal the per-model autodiff of the recursion (1e-10)."""

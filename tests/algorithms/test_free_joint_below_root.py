@@ -96,8 +96,11 @@ def test_gradients_equal_the_concrete_call(below):
         assert relative_error(np.asarray(g), np.asarray(w)) < 1e-10
 
 
-def test_vmap_of_per_sample_gradients_with_a_traced_model(below):
-    model, s, _ = below
+@pytest.mark.parametrize("case", ["below", "root"])
+def test_vmap_of_per_sample_gradients_with_a_traced_model(case, request):
+    """Under the guard the core's residuals serve the gradient where the tree is valid (root) and the
+    per-sample fallback's derivative where it is not (below): both equal the concrete model's."""
+    model, s, _ = request.getfixturevalue(case)
 
     def loss(model, q, v, tau):
         return jnp.sum(jnp.sin(jaxsoa.aba(model, q, v, tau)))
