@@ -27,14 +27,7 @@ from jaxsoa.algorithms.dynamics import aba, composite_inertias, crba, generalize
 from jaxsoa.algorithms.dynamics_matrices import coriolis_matrix, minverse
 from jaxsoa.algorithms.energy import center_of_mass_jacobian, kinetic_energy, potential_energy
 from jaxsoa.algorithms.frames import frame_acceleration, frame_classical_acceleration, frame_velocity
-from jaxsoa.algorithms.free_floating import (
-    aba_free_floating,
-    from_virtual_base_state,
-    generalized_jacobian,
-    rnea_free_floating,
-    to_virtual_base_state,
-    with_virtual_base,
-)
+from jaxsoa.algorithms.free_floating import aba_free_floating, generalized_jacobian, rnea_free_floating
 from jaxsoa.algorithms.jacobian_derivatives import joint_jacobians_time_variation
 from jaxsoa.algorithms.kinematics import (
     center_of_mass,
@@ -54,6 +47,7 @@ from jaxsoa.algorithms.operators import (
     transfer_operator,
     transfer_operator_virtual,
 )
+from jaxsoa.algorithms.virtual_base import from_virtual_base_state, to_virtual_base_state, with_virtual_base
 from jaxsoa.constraints import (
     LoopClosure,
     check_closure,

@@ -13,6 +13,7 @@ from jaxsoa.algorithms import (
     kinematics,
     operators,
     regressor,
+    virtual_base,
 )
 from jaxsoa.algorithms.centroidal import (
     centroidal_inertia,
@@ -38,12 +39,9 @@ from jaxsoa.algorithms.free_floating import (
     aba_free_floating,
     base_and_joint_dofs,
     floating_base,
-    from_virtual_base_state,
     generalized_jacobian,
     hub_response,
     rnea_free_floating,
-    to_virtual_base_state,
-    with_virtual_base,
 )
 from jaxsoa.algorithms.jacobian_derivatives import joint_jacobians_time_variation
 from jaxsoa.algorithms.kinematics import (
@@ -98,6 +96,7 @@ from jaxsoa.algorithms.regressor import (
     spatial_inertia_from_parameters,
     with_inertial_parameters,
 )
+from jaxsoa.algorithms.virtual_base import from_virtual_base_state, to_virtual_base_state, with_virtual_base
 
 __all__ = [
     "N_PARAMETERS",
@@ -187,6 +186,7 @@ __all__ = [
     "to_virtual_base_state",
     "transfer_operator",
     "transfer_operator_virtual",
+    "virtual_base",
     "welded_to_world",
     "with_inertial_parameters",
     "with_virtual_base",
