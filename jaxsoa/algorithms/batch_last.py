@@ -43,15 +43,13 @@ class Factor(NamedTuple):
     """What the adjoint reuses from a forward ABA: for M(q)⁻¹ b (`solve_mass_matrix`) the frames R
     (n, 9, B) and p (n, 3, B), G = U / D and D⁻¹ of each column (n, 7 m, B) in depth order, and each free
     root's articulated inertia 𝒫 (21, B) (stacked: one residual for reverse mode, not 21); for the
-    residual's RNEA (`batch_last_rnea.rnea_at`) the link motions [v; a] (n, 12, B) and forces
-    f = 𝒫ᴬ a + zᴬ (n, 6, B), the articulated inertia and bias of each link's subtree: RNEA's link forces
-    at q̈."""
+    residual's RNEA (`batch_last_rnea.rnea_at`) the link motions [v; a] (n, 12, B) (its reverse pass sums
+    the link forces again: docs/performance.md, "The link forces in the reverse pass")."""
     R: jax.Array
     p: jax.Array
     G_D_inv: jax.Array
     P_free: tuple
     motion: jax.Array
-    forces: jax.Array
 
 
 def _free_root_solve(model, P, z, a_prime, tau, k_index):
@@ -190,9 +188,9 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
         p_t = bl.read_rows(p, t)
         f_lin, n_rot = r[27:30], r[30:33]                               # X* z⁺ = [R n + p × R f; R f]
         up = sp.translate_inertia(p_t, P_rot) + sp.add(n_rot, sp.cross(p_t, f_lin)) + f_lin
-        return up, (jnp.stack([*G, nu, D_inv, *triple_out]), jnp.stack(children))
+        return up, jnp.stack([*G, nu, D_inv, *triple_out])
 
-    acc, (G_nu_D, children) = bl.inward(trav, articulated_step, 27, batch, q.dtype)   # (n, 8 m, B): G, ν, D⁻¹
+    acc, G_nu_D = bl.inward(trav, articulated_step, 27, batch, q.dtype)   # (n, 8 m, B): G, ν, D⁻¹
     G_nu_D = G_nu_D.reshape(G_nu_D.shape[0], -1, 8, batch)
     root = [0.0] * 3 + [-model.gravity[..., i] for i in range(3)]      # a_world = [0; −g]
     a_free, free_qdd, P_free = jnp.zeros((model.n_links, 6, batch), q.dtype), [], []
@@ -203,10 +201,7 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
     qdd, a = _accelerations(model, d, R, p, _flat(G_nu_D[:, :, :7]), cb, root, a_free)  # (n, B) or (n, 3, B)
     qdd = _joint_accelerations(model, qdd, free_qdd)
     G_D_inv = jnp.concatenate([G_nu_D[:, :, :6], G_nu_D[:, :, 7:]], 2)
-    P = sp.add(bl.components(d.inertia), bl.components(children[:, :21]))          # 𝒫ᴬ = I + Σ_c X* 𝒫⁺_c X⁻¹
-    z = sp.add(bl.components(cb[:, 6:]), bl.components(children[:, 21:]))           # zᴬ = b + Σ_c X* z⁺_c
-    forces = jnp.stack(sp.add(sp.inertia_vec(P, bl.components(a)), z), 1)          # f = 𝒫ᴬ a + zᴬ
-    factor = Factor(R, p, _flat(G_D_inv), tuple(map(jnp.stack, P_free)), jnp.concatenate([velocities, a], 1), forces)
+    factor = Factor(R, p, _flat(G_D_inv), tuple(map(jnp.stack, P_free)), jnp.concatenate([velocities, a], 1))
     return jax.tree.map(lambda x: checkpoint_name(x, SAVED), (qdd, factor))
 
 

@@ -127,6 +127,12 @@ def _forces_at(trav, R, p, theta, S, twist, *rest):
 def _forces_fwd(trav, R, p, v_joint, a_joint, inertia, external, gravity):
     """(f (n, 6, B), residuals): every link's total force, and what the reverse pass reads."""
     va = _motion_pass(trav, R, p, v_joint, a_joint, gravity)
+    f = _force_pass(trav, R, p, va, inertia, external)
+    return f, (R, p, v_joint, a_joint, inertia, external, gravity, checkpoint_name(va, SAVED))
+
+
+def _force_pass(trav, R, p, va, inertia, external):
+    """The link forces (n, 6, B) from the link motions va = [v; a] (n, 12, B)."""
     V, A, I = bl.components(va[:, :6]), bl.components(va[:, 6:]), bl.components(inertia)
     h = bl.stage(bl.always(trav), sp.rigid_inertia_vec, I, V)
     F = jnp.stack(sp.sub(sp.add(sp.rigid_inertia_vec(I, A), sp.cross_force(V, h)), bl.components(external)), 1)
@@ -135,9 +141,7 @@ def _forces_fwd(trav, R, p, v_joint, a_joint, inertia, external, gravity):
         f_t = bl.stage(live, lambda c, t: sp.add(bl.read_rows(F, t), c), children, t)
         return sp.act_force(bl.read_rows(R, t), bl.read_rows(p, t), f_t), jnp.stack(f_t)
 
-    f = bl.inward(trav, force_step, 6, R.shape[-1], R.dtype)[1]
-    va, f = checkpoint_name(va, SAVED), checkpoint_name(f, SAVED)
-    return f, (R, p, v_joint, a_joint, inertia, external, gravity, va, f)
+    return bl.inward(trav, force_step, 6, R.shape[-1], R.dtype)[1]
 
 
 def _rule_fwd(trav, R, p, theta, S, twist, *rest):
@@ -147,9 +151,11 @@ def _rule_fwd(trav, R, p, theta, S, twist, *rest):
 
 
 def _forces_bwd(trav, res, f_bar):
-    """Cotangents of (R, p, θ, S, twist, v_joint, a_joint, inertia, external, gravity) for f̄ (n, 6, B)."""
-    R, p, _, S, _, v_joint, a_joint, inertia, external, gravity, va, f = res
-    batch, dtype = f.shape[-1], f.dtype
+    """Cotangents of (R, p, θ, S, twist, v_joint, a_joint, inertia, external, gravity) for f̄ (n, 6, B). The link
+    forces are summed again in the inward adjoint pass, not kept from the forward (docs/performance.md, "The
+    link forces in the reverse pass")."""
+    R, p, _, S, _, v_joint, a_joint, inertia, external, gravity, va = res
+    batch, dtype = f_bar.shape[-1], f_bar.dtype
 
     def phi_step(t, live, parent):            # φ_t = f̄_t + X_t φ_p
         phi = bl.stage(live, lambda u, t: sp.add(sp.inv_act_motion(bl.read_rows(R, t), bl.read_rows(p, t), u),
@@ -158,20 +164,22 @@ def _forces_bwd(trav, res, f_bar):
 
     phi = bl.outward(trav, phi_step, [0.0] * 6, batch, dtype)                         # (n, 6, B)
     V, A, Phi = bl.components(va[:, :6]), bl.components(va[:, 6:]), bl.components(phi)
-    _, local_vjp = jax.vjp(_local_forces, bl.components(inertia), V, A, bl.components(external))
+    F, local_vjp = jax.vjp(_local_forces, bl.components(inertia), V, A, bl.components(external))
     inertia_bar, v_bar, a_bar, external_bar = local_vjp(Phi)
-    local = jnp.stack(a_bar + v_bar, 1)                                                # (n, 12, B)
+    local = jnp.stack(a_bar + v_bar + F, 1)                                            # (n, 18, B)
 
-    def motion_adjoint_step(t, live, children):   # Ā = ā + Σ Xᵀ Ā_c;  V̄ = v̄ + S q̇ ×* Ā + Σ Xᵀ V̄_c
+    def motion_adjoint_step(t, live, children):   # Ā = ā + Σ Xᵀ Ā_c;  V̄ = v̄ + S q̇ ×* Ā + Σ Xᵀ V̄_c;  f = F + Σ Xᵀ f_c
         def g(children, t):
             own = bl.read_rows(local, t)
             A_bar = sp.add(own[:6], children[:6])
-            return A_bar + sp.add(sp.add(own[6:], children[6:]), sp.cross_force(bl.read_rows(v_joint, t), A_bar))
+            V_bar = sp.add(sp.add(own[6:12], children[6:12]), sp.cross_force(bl.read_rows(v_joint, t), A_bar))
+            return A_bar + V_bar + sp.add(own[12:], children[12:])
         r = bl.stage(live, g, children, t)
         R_t, p_t = bl.read_rows(R, t), bl.read_rows(p, t)
-        return sp.act_force(R_t, p_t, r[:6]) + sp.act_force(R_t, p_t, r[6:]), jnp.stack(r)
+        return [x for k in range(3) for x in sp.act_force(R_t, p_t, r[6 * k:6 * k + 6])], jnp.stack(r)
 
-    acc, AV = bl.inward(trav, motion_adjoint_step, 12, batch, dtype)                 # acc[n]: the world's
+    acc, AVf = bl.inward(trav, motion_adjoint_step, 18, batch, dtype)                # acc[n]: the world's
+    AV, f = AVf[:, :12], AVf[:, 12:]                                                  # [Ā; V̄], forces (n, 6, B)
 
     def transformed(va, AV, v_joint, a_joint, phi, f_bar):
         """The operands of the three transforms, in the child frame: X_t v_p, X_t a_p, X_t φ_p."""
@@ -222,9 +230,10 @@ _link_forces = custom_reverse(_forces_at, _rule_fwd, _forces_bwd)
 
 
 def _known_forces_fwd(context, *arrays):
-    """`_forces_fwd` for link motions and forces already known at these arrays: no passes."""
-    motion, forces = context[1]
-    return forces, (*arrays, motion, forces)
+    """`_forces_fwd` for link motions already known at these arrays: no motion pass."""
+    trav, motion = context
+    R, p, _, _, _, _, _, inertia, external, _ = arrays
+    return _force_pass(trav, R, p, motion, inertia, external), (*arrays, motion)
 
 
 _link_forces_known = custom_reverse(lambda context, *arrays: _forces_at(context[0], *arrays), _known_forces_fwd,
@@ -238,11 +247,11 @@ def rnea(model: Model, q, v, a, f_ext=None):
 
 
 def rnea_at(model: Model, q, v, a, f_ext, known):
-    """`rnea` at a state whose link motions and forces are already known, known.motion [v; a]
-    (n, 12, B) and known.forces (n, 6, B) in depth order (a forward ABA's, `batch_last.Factor`, at
-    q̈ = a): the same value and derivatives; reverse mode runs only the reverse passes, on these.
-    The forward value returns the known forces (forward mode recomputes the passes in its JVP)."""
-    return _rnea(lambda trav, *arrays: _link_forces_known((trav, (known.motion, known.forces)), *arrays),
+    """`rnea` at a state whose link motions are already known, known.motion [v; a] (n, 12, B) in depth order
+    (a forward ABA's, `batch_last.Factor`, at q̈ = a): the same value and derivatives; reverse mode runs only
+    the reverse passes, on these (the value's force pass is left to whoever reads the value; forward mode
+    recomputes the passes in its JVP)."""
+    return _rnea(lambda trav, *arrays: _link_forces_known((trav, known.motion), *arrays),
                  model, q, v, a, f_ext)
 
 

@@ -90,12 +90,12 @@ _aba_given = adjoint_forward_dynamics(               # the adjoint whose forward
 def aba_placeholder(model: Model, q, v, tau, f_ext=None):
     """Zero residuals of one sample (q (nq,)), shaped as one sample of `aba_forward`'s: q̈ (nv,) and the
     `Factor`: R (n, 9), p (n, 3), G_D_inv (n, 7 m) (m = 3 with spherical or planar joints, else 1), one (21,) per free
-    root, motion (n, 12), forces (n, 6)."""
+    root, motion (n, 12)."""
     n, columns = model.n_links, 3 if fr.has_triples(model) else 1
 
     def zeros(*shape):
         return jnp.zeros(shape, q.dtype)
 
     factor = batch_last.Factor(zeros(n, 9), zeros(n, 3), zeros(n, 7 * columns),
-                               tuple(zeros(21) for _ in fr.free_links(model)), zeros(n, 12), zeros(n, 6))
+                               tuple(zeros(21) for _ in fr.free_links(model)), zeros(n, 12))
     return zeros(model.nv), factor
