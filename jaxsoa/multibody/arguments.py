@@ -240,9 +240,11 @@ def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
     def mapped():
         return jax.vmap(per_sample)(model, *(arguments[name] for name in names))
 
-    if batched is not None and batched.stacked and stacked[0] > 0 and batched.supports(model):
+    if batched is not None and batched.stacked and stacked[0] > 0 and (in_per_sample_only() or batched.supports(model)):
         fallback = functools.partial(mapped_in_chunks, per_sample, (model, *(arguments[name] for name in names)),
                                      stacked)
+        if in_per_sample_only():                          # a guard's fallback: per sample, in chunks
+            return fallback()
         return guarded(batched, model, lambda: run_batched(batched, model, arguments, _trailing(specs, model),
                                                            stacked, model_name), fallback)
     return mapped()

@@ -125,3 +125,23 @@ def test_switching_the_free_joint_below_a_link_inside_a_scan(below, root):
     assert relative_error(np.asarray(out[0]), ref_below) < 1e-9
     assert relative_error(np.asarray(out[1]), want_root) < 1e-12
     assert relative_error(np.asarray(out[2]), ref_below) < 1e-9
+
+
+def test_vmap_of_gradients_over_a_stack_mixing_valid_and_invalid_trees(below, root):
+    """`jax.vmap` of a gradient over a stacked model (16 trees: 8 with the free joint below a link, 8 with it on
+    the root) and states: the `vmap` rule's guarded residuals take the fallback for the whole stack (one tree is
+    invalid), whose gradients equal each concrete model's (1e-10)."""
+    (m_below, s_below, _), (m_root, s_root, _) = below, root
+    half = BATCH // 2
+    stacked = jax.tree.map(lambda a, b: jnp.stack([a] * half + [b] * half), m_below, m_root)
+    q, v, tau = (jnp.concatenate([s_below[k][:half], s_root[k][:half]]) for k in ("q", "v", "tau"))
+
+    def loss(model, q, v, tau):
+        return jnp.sum(jnp.sin(jaxsoa.aba(model, q, v, tau)))
+
+    got = jax.jit(jax.vmap(jax.grad(loss, argnums=(1, 2, 3))))(stacked, q, v, tau)
+    for i in range(BATCH):
+        model = m_below if i < half else m_root
+        want = jax.grad(loss, argnums=(1, 2, 3))(model, q[i], v[i], tau[i])
+        for g, w in zip(got, want, strict=True):
+            assert relative_error(np.asarray(g[i]), np.asarray(w)) < 1e-10
