@@ -43,6 +43,7 @@ from jaxsoa.multibody.batched import (
     mapped_in_chunks,
     run_batched,
 )
+from jaxsoa.multibody.closure_argument import check_loop_closure
 from jaxsoa.multibody.model import Model, model_batch
 from jaxsoa.multibody.scalars import check_positive_steps, check_time_step
 from jaxsoa.multibody.vmap_rule import vmappable_call
@@ -139,44 +140,6 @@ def check_reference_frame(reference) -> str:
     if reference not in REFERENCE_FRAMES:
         raise ValueError(f"reference must be 'world', 'local' or 'local_world_aligned', got {reference!r}")
     return reference
-
-
-CLOSURE_FIELDS = {"link_a": (), "link_b": (), "R_a_cut": (3, 3), "p_a_cut": (3,), "R_b_cut": (3, 3),
-                  "p_b_cut": (3,), "basis": (6, 6), "active": ()}
-"""Per-cut shape of each field of a `jaxsoa.constraints.LoopClosure` (leading axis: the cuts)."""
-
-
-def check_loop_closure(name, closure, model):
-    """A `LoopClosure`'s fields: each (n_cuts, ...) as `CLOSURE_FIELDS` says, integer links, bool `active`,
-    floating frames and basis (cast to the model's dtype); concrete link indices in [−1, n) (−1: the
-    world), traced ones pass. TypeError / ValueError naming the argument, the field and the cut."""
-    if not all(hasattr(closure, field) for field in CLOSURE_FIELDS) or not hasattr(closure, "_replace"):
-        raise TypeError(f"argument '{name}' must be a LoopClosure, got {type(closure).__name__}")
-    n_cuts = jnp.shape(closure.link_a)[:1]
-    for field, shape in CLOSURE_FIELDS.items():
-        value = getattr(closure, field)
-        if jnp.ndim(value) != 1 + len(shape) or tuple(jnp.shape(value)) != (*n_cuts, *shape):
-            expected = "(n_cuts" + "".join(f", {d}" for d in shape) + ")"
-            raise ValueError(f"argument '{name}': field '{field}' has shape {tuple(jnp.shape(value))}, expected "
-                             f"{expected}, n_cuts = {n_cuts[0] if n_cuts else 'the length of link_a'}")
-        kind = jnp.result_type(value)
-        want = ("integer" if field.startswith("link") else "bool" if field == "active" else "floating")
-        ok = (jnp.issubdtype(kind, jnp.integer) if want == "integer" else kind == jnp.bool_ if want == "bool"
-              else jnp.issubdtype(kind, jnp.floating))
-        if not ok:
-            raise TypeError(f"argument '{name}': field '{field}' must have {'an' if want == 'integer' else 'a'} {want} "
-                            f"dtype, got {kind}")
-    for field in ("link_a", "link_b"):
-        links = getattr(closure, field)
-        if isinstance(links, jax.core.Tracer):
-            continue
-        links = np.asarray(links)
-        bad = (links < -1) | (links >= model.n_links)
-        if bad.any():
-            raise ValueError(f"argument '{name}': cut {int(np.flatnonzero(bad)[0])} field '{field}' = "
-                             f"{int(links[bad][0])} is not a link of the model ({model.n_links} links; -1 = world)")
-    return closure._replace(**{f: jnp.asarray(getattr(closure, f), model.dtype)
-                               for f in ("R_a_cut", "p_a_cut", "R_b_cut", "p_b_cut", "basis")})
 
 
 def _check_special(name, kind, value, model):
