@@ -128,8 +128,7 @@ def _forces_fwd(trav, R, p, v_joint, a_joint, inertia, external, gravity):
     """(f (n, 6, B), residuals): every link's total force, and what the reverse pass reads."""
     va = _motion_pass(trav, R, p, v_joint, a_joint, gravity)
     f = _force_pass(trav, R, p, va, inertia, external)
-    va, f = checkpoint_name(va, SAVED), checkpoint_name(f, SAVED)
-    return f, (R, p, v_joint, a_joint, inertia, external, gravity, va, f)
+    return f, (R, p, v_joint, a_joint, inertia, external, gravity, checkpoint_name(va, SAVED))
 
 
 def _force_pass(trav, R, p, va, inertia, external):
@@ -153,10 +152,9 @@ def _rule_fwd(trav, R, p, theta, S, twist, *rest):
 
 def _forces_bwd(trav, res, f_bar):
     """Cotangents of (R, p, θ, S, twist, v_joint, a_joint, inertia, external, gravity) for f̄ (n, 6, B). The link
-    forces f are the forward's where it kept them, else (None: `rnea_at`) summed in the inward adjoint pass
-    (docs/performance.md, "The link forces in the reverse pass")."""
-    R, p, _, S, _, v_joint, a_joint, inertia, external, gravity, va, f = res
-    summed = f is None
+    forces are summed again in the inward adjoint pass, not kept from the forward (docs/performance.md, "The
+    link forces in the reverse pass")."""
+    R, p, _, S, _, v_joint, a_joint, inertia, external, gravity, va = res
     batch, dtype = f_bar.shape[-1], f_bar.dtype
 
     def phi_step(t, live, parent):            # φ_t = f̄_t + X_t φ_p
@@ -168,20 +166,20 @@ def _forces_bwd(trav, res, f_bar):
     V, A, Phi = bl.components(va[:, :6]), bl.components(va[:, 6:]), bl.components(phi)
     F, local_vjp = jax.vjp(_local_forces, bl.components(inertia), V, A, bl.components(external))
     inertia_bar, v_bar, a_bar, external_bar = local_vjp(Phi)
-    local = jnp.stack(a_bar + v_bar + (F if summed else []), 1)                        # (n, 12 or 18, B)
+    local = jnp.stack(a_bar + v_bar + F, 1)                                            # (n, 18, B)
 
     def motion_adjoint_step(t, live, children):   # Ā = ā + Σ Xᵀ Ā_c;  V̄ = v̄ + S q̇ ×* Ā + Σ Xᵀ V̄_c;  f = F + Σ Xᵀ f_c
         def g(children, t):
             own = bl.read_rows(local, t)
             A_bar = sp.add(own[:6], children[:6])
             V_bar = sp.add(sp.add(own[6:12], children[6:12]), sp.cross_force(bl.read_rows(v_joint, t), A_bar))
-            return A_bar + V_bar + (sp.add(own[12:], children[12:]) if summed else [])
+            return A_bar + V_bar + sp.add(own[12:], children[12:])
         r = bl.stage(live, g, children, t)
         R_t, p_t = bl.read_rows(R, t), bl.read_rows(p, t)
-        return [x for k in range(len(r) // 6) for x in sp.act_force(R_t, p_t, r[6 * k:6 * k + 6])], jnp.stack(r)
+        return [x for k in range(3) for x in sp.act_force(R_t, p_t, r[6 * k:6 * k + 6])], jnp.stack(r)
 
-    acc, AVf = bl.inward(trav, motion_adjoint_step, local.shape[1], batch, dtype)   # acc[n]: the world's
-    AV, f = AVf[:, :12], AVf[:, 12:] if summed else f                                # [Ā; V̄], forces (n, 6, B)
+    acc, AVf = bl.inward(trav, motion_adjoint_step, 18, batch, dtype)                # acc[n]: the world's
+    AV, f = AVf[:, :12], AVf[:, 12:]                                                  # [Ā; V̄], forces (n, 6, B)
 
     def transformed(va, AV, v_joint, a_joint, phi, f_bar):
         """The operands of the three transforms, in the child frame: X_t v_p, X_t a_p, X_t φ_p."""
@@ -235,7 +233,7 @@ def _known_forces_fwd(context, *arrays):
     """`_forces_fwd` for link motions already known at these arrays: no motion pass."""
     trav, motion = context
     R, p, _, _, _, _, _, inertia, external, _ = arrays
-    return _force_pass(trav, R, p, motion, inertia, external), (*arrays, motion, None)
+    return _force_pass(trav, R, p, motion, inertia, external), (*arrays, motion)
 
 
 _link_forces_known = custom_reverse(lambda context, *arrays: _forces_at(context[0], *arrays), _known_forces_fwd,

@@ -206,6 +206,8 @@ def _run_stacked(fn, batched, model_name, arguments, specs, batches, stacked):
     if batched is not None and batched.stacked and stacked[0] > 0 and (in_per_sample_only() or batched.supports(model)):
         fallback = functools.partial(mapped_in_chunks, per_sample, (model, *(arguments[name] for name in names)),
                                      stacked)
+        if in_per_sample_only():                          # a guard's fallback: per sample, in chunks
+            return fallback()
         return guarded(batched, model, lambda: run_batched(batched, model, arguments, _trailing(specs, model),
                                                            stacked, model_name), fallback)
     return mapped()
@@ -259,6 +261,8 @@ def entry_point(precondition=None, batched: BatchedPath | None = None, **specs):
             if batched is not None and np.prod(lead) > 0 and (in_per_sample_only() or batched.supports(model)):
                 fallback = functools.partial(mapped_in_chunks, per_sample,
                                              tuple(arguments[name] for name in batched_names), lead)
+                if in_per_sample_only():                  # a guard's fallback: per sample, in chunks
+                    return fallback()
                 return guarded(batched, model, lambda: run_batched(batched, model, arguments,
                                                                    _trailing(specs, model), lead), fallback)
             return mapped()

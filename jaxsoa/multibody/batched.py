@@ -67,10 +67,7 @@ def guarded(path: BatchedPath, model: Model, whole_batch: Callable, per_sample: 
     """whole_batch(), or, where `path.valid(model)` is a traced predicate, lax.cond(valid, its result,
     per_sample) with per_sample traced under `per_sample_only` (`mapped_in_chunks`). whole_batch runs outside
     the `cond`, so where `valid` is false both run and its result is discarded: inside a branch its chunk loop
-    ran 1.2× slower on XLA:CPU (docs/performance.md, "The guard of a traced topology"). Under `per_sample_only`
-    (inside another guard's fallback) per_sample() alone."""
-    if in_per_sample_only():
-        return per_sample()
+    ran 1.2× slower on XLA:CPU (docs/performance.md, "The guard of a traced topology")."""
     valid = None if path.valid is None else path.valid(model)
     out = whole_batch()
     if valid is None:
