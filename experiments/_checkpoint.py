@@ -25,8 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from experiments._common import SettingsMismatchError, differences, progress, save_npz
+from experiments._common import SettingsMismatchError, differences, save_npz
 from experiments._outputs import jsonable
+from experiments._progress import progress
 
 CHECKPOINT_EVERY = 10             # iterations between checkpoints (and one at the last iteration and at Ctrl-C)
 

@@ -44,10 +44,10 @@ from experiments._common import (
     command_parser,
     interruptible,
     open_record,
-    progress,
     report_resume,
     use_compilation_cache,
 )
+from experiments._progress import progress
 
 REPRODUCTIONS = {
     "core": reproduce_core.run,

@@ -38,16 +38,17 @@ from experiments._common import (
     legend_outside,
     markdown_table,
     open_atomic,
-    progress,
     run_command,
     save_figure,
     start_run,
     write_text,
 )
+from experiments._progress import progress
 from experiments.seed004_reference import closed_loop_forces
 from jaxsoa.spatial.rotation import quat_to_rotation, rotation_to_quat
 from jaxsoa.systems.stewart import dynamics as sd
 from jaxsoa.systems.stewart import geometry as st
+from jaxsoa.systems.stewart import poses
 from sims import stewart_gas as sg
 
 CASES = {"no gas": "none", "individual tanks": "individual", "shared tank": "shared", "light legs": "individual"}
@@ -62,7 +63,7 @@ def case_params(case):
 def evaluate(params, path, times):
     """(forces (T, 6), gauge pressures (T, 3), leg rates (T, 9), ok (T,)) along `path`."""
     def at(s):
-        p, R, u, udot = st.path_state(path, s)
+        p, R, u, udot = poses.path_state(path, s)
         res = sd.inverse_dynamics(params, p, R, u, udot)
         return res.force, res.gas.pressure, st.jacobian(params, p, R) @ u, res.status.ok
     return jax.vmap(at)(times)
@@ -80,7 +81,7 @@ def replay_error(params, path, dt=5e-3, duration=2.0):
     n = round(duration / dt)
     half = jnp.arange(2 * n + 1, dtype=jnp.float64) * (dt / 2)
     table = evaluate(params, path, half)[0]
-    p0, R0, u0, _ = st.path_state(path, jnp.float64(0.0))
+    p0, R0, u0, _ = poses.path_state(path, jnp.float64(0.0))
     trajectory = sd.simulate(params, p0, rotation_to_quat(R0), u0,
                              lambda t, p, R, u: table[jnp.round(t / (dt / 2)).astype(jnp.int32)], dt, n)
     ps, quats = trajectory.p, trajectory.quat
@@ -93,7 +94,7 @@ def power_residual(params, path, times):
     """max |Σ F l̇ + Σ τ_P l̇_P − d/dt(KE) − d/dt(PE_gravity)| / max |Σ F l̇|, KE and PE summed over
     the 19 bodies with the energies' own formulas (platform: ½ m v_C² + ½ ωᵀ I ω; legs no spin)."""
     def energy(s):
-        p, R, u, _ = st.path_state(path, s)
+        p, R, u, _ = poses.path_state(path, s)
         legs = st.leg_motion(params, p, R, u, jnp.zeros_like(u))
         n_dot = jnp.cross(legs.omega, legs.direction)
         v_barrel, v_rod = params.barrel_com[:, None] * n_dot, legs.joint_velocity - params.rod_com[:, None] * n_dot
@@ -109,7 +110,7 @@ def power_residual(params, path, times):
         return kinetic - masses @ heights - params.platform_mass * (p + com) @ params.gravity
 
     def residual(s):
-        p, R, u, udot = st.path_state(path, s)
+        p, R, u, udot = poses.path_state(path, s)
         res = sd.inverse_dynamics(params, p, R, u, udot)
         rate = st.jacobian(params, p, R) @ u
         supplied = res.force @ rate[:6] + res.gas.force @ rate[6:]

@@ -23,6 +23,7 @@ from jaxsoa.multibody.joints import JointType
 from jaxsoa.spatial.rotation import rotation_to_quat
 from jaxsoa.systems.stewart import dynamics as sd
 from jaxsoa.systems.stewart import geometry as st
+from jaxsoa.systems.stewart import poses
 from sims import stewart_gas as sg
 
 
@@ -73,7 +74,7 @@ def closed_loop_forces(params, path, times):
         return jnp.stack([jnp.arctan2(-d[:, 1], d[:, 2]), jnp.arcsin(d[:, 0]), length - l0], 1).reshape(-1)
 
     def body_twist(s):                           # free joint velocity: [Rᵀ ṗ; Rᵀ ω]
-        _, R, u, _ = st.path_state(path, s)
+        _, R, u, _ = poses.path_state(path, s)
         return jnp.concatenate([R.T @ u[:3], R.T @ u[3:]])
 
     def at(s):
@@ -83,7 +84,7 @@ def closed_loop_forces(params, path, times):
         v_p, a_p = jax.jvp(body_twist, (s,), (one,))
         p, R = path(s)
         q = jnp.concatenate([p, rotation_to_quat(R), legs])
-        kane = sd.inverse_dynamics(params, *st.path_state(path, s))
+        kane = sd.inverse_dynamics(params, *poses.path_state(path, s))
         f_ext = jnp.zeros((model.n_links, 6)).at[rods, 5].set(jnp.r_[jnp.zeros(6), kane.gas.force])
         f_ext = f_ext.at[rods - 1, 5].set(-f_ext[rods, 5])       # gas: +τ n on the rod, −τ n on the barrel
         result = inverse_dynamics_constrained(model, q, jnp.r_[v_p, legs_d], jnp.r_[a_p, legs_dd], closure, actuated,

@@ -40,7 +40,7 @@ import jaxsoa
 from jaxsoa.spatial.algebra import skew
 from jaxsoa.systems import orbit as orb
 from jaxsoa.systems.stewart.dynamics import inverse_dynamics
-from jaxsoa.systems.stewart.geometry import path_state
+from jaxsoa.systems.stewart.poses import path_state
 from jaxsoa.systems.tether.coupling import rk4_step_dumbbell
 from jaxsoa.systems.tether.fem import TetherState, element_strain, element_tension, tether_params
 from jaxsoa.systems.tether.reels import tether_inputs

@@ -12,7 +12,7 @@ target is link 8 and the cut sits at a grasp.
 
 Grasp joints. A grasp holds the object rigidly (the seed's 夾持, clamping), so both grasps are
 *welds*: the object is welded to arm 1's tip as the FIXED inboard joint of link 8, and the cut at arm 2's
-tip is a planar weld (code 3 of `jaxsoa.topology.configuration_parameters.CUT_JOINT_TYPES`: the relative rotation
+tip is a planar weld (code 3 of `jaxsoa.topology.configuration_inputs.CUT_JOINT_TYPES`: the relative rotation
 about z and the in-plane translation are constrained; the other three directions vanish identically for this
 planar mechanism, so they are not constrained). The closed chain of six revolute joints then has
 6 − 3 = 3 degrees of freedom.

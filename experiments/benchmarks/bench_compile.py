@@ -28,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_int, progress
+from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_int
+from experiments._progress import progress
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
@@ -68,7 +69,7 @@ def _programs(name, opts):
     import numpy as np
 
     if name in ROLLOUTS:
-        from experiments.benchmarks import bench_adjoint as ba
+        from experiments.benchmarks import adjoint_cases as ba
         model = ba.systems(jnp.float32)[ROLLOUTS[name]][0]
         cases = ba.batch_rollout_cases(model, 256, 100, jnp.float32, False, np.random.default_rng(0))
         return {"value": cases["value batch-last"], "gradient": cases["adjoint batch-last"]}

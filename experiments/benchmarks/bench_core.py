@@ -19,16 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments._common import (
-    BENCH_NOTE,
-    OneLineParser,
-    comma_list,
-    interruptible,
-    positive_float,
-    positive_int,
-    progress,
-)
+from experiments._common import BENCH_NOTE, OneLineParser, comma_list, interruptible, positive_float, positive_int
+from experiments._progress import progress
 from experiments.benchmarks import bench_common as bc
+from experiments.benchmarks import bench_worker as bw
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {"emitters_on": "--xla_cpu_use_fusion_emitters=true", "emitters_off": "--xla_cpu_use_fusion_emitters=false"}
@@ -189,7 +183,7 @@ def variant_summary(records, best):
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:
-        for rec in bc.run_worker(args):
+        for rec in bw.run_worker(args):
             print("RECORD " + json.dumps(rec), flush=True)
         return
     start = time.perf_counter()
@@ -197,7 +191,7 @@ def main(argv=None):
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "xla_settings": {s: SETTINGS[s] for s in args.settings}, **bc.machine_info(), "workers": []}
     mjx = not args.no_mjx and bc.has_mujoco_anchor(args.robot)
-    n_jax = len(bc.jax_cases(args.batches, args.variant_batches, args.variant_algos, mjx))
+    n_jax = len(bw.jax_cases(args.batches, args.variant_batches, args.variant_algos, mjx))
     total = len(bc.anchor_cases(args.batches, args.robot)) + n_jax * len(args.settings) * len(args.dtypes)
     records = []
     with progress(total=total, desc="bench_core", unit="case") as bar:

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_float, positive_int, progress
+from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_float, positive_int
+from experiments._progress import progress
 from experiments.benchmarks import bench_common as bc
 from experiments.benchmarks.bench_batch_last import interleaved, robot_list
 from experiments.benchmarks.robot_models import ROBOT_NAMES, jaxsoa_model, pinocchio_model, robot_inputs

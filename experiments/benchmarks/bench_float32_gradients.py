@@ -4,7 +4,7 @@ recursions (`aba_autodiff`), both in float32, against the adjoint in float64 (wh
 
     .venv/bin/python -m experiments.benchmarks.bench_float32_gradients [--quick] [--horizons 10,50,100]
 
-Programs (`bench_adjoint.call_cases` and `bench_adjoint.rollout_cases`, the same inputs in both dtypes): one call
+Programs (`adjoint_cases.call_cases` and `adjoint_cases.rollout_cases`, the same inputs in both dtypes): one call
 `jax.vmap` over --batch samples, gradient of Σ w ⊙ q̈ w.r.t. (q, v, τ); rollouts of --batch samples from the
 neutral pose, random torques held per step, loss Σ |q_k|² + |v_k|², gradient w.r.t. (q0, v0, the torques).
 Error per sample: max |g₃₂ − g₆₄| / max |g₆₄| over every gradient entry of that sample; the table gives its
@@ -15,7 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments._common import OneLineParser, positive_int, progress
+from experiments._common import OneLineParser, positive_int
+from experiments._progress import progress
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"
@@ -74,7 +75,7 @@ def run(opts):
     import numpy as np
 
     jax.config.update("jax_enable_x64", True)
-    from experiments.benchmarks import bench_adjoint as ba
+    from experiments.benchmarks import adjoint_cases as ba
 
     records = []
     programs = [(s, h) for s in opts.systems for h in (None, *opts.horizons)]

@@ -24,7 +24,8 @@ import numpy as np
 
 from experiments._common import BENCH_NOTE, OneLineParser, interruptible, positive_float, positive_int
 from experiments.benchmarks import bench_common as bc
-from experiments.benchmarks.bench_batch_last import _dtypes, _pinocchio_cases, _positive_ints, interleaved
+from experiments.benchmarks.batch_last_cases import _pinocchio_cases
+from experiments.benchmarks.bench_batch_last import _dtypes, _positive_ints, interleaved
 
 RESULTS = Path(__file__).parent / "results"
 FLOATING = tuple(name for name, (_, floating) in bc.ROBOTS.items() if floating)

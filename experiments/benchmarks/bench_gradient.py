@@ -36,8 +36,8 @@ from experiments._common import (
     one_of,
     positive_float,
     positive_int,
-    progress,
 )
+from experiments._progress import progress
 from experiments.benchmarks import bench_common as bc
 from sims import space_arm_7dof
 

@@ -30,8 +30,8 @@ from experiments._common import (
     nonnegative_int,
     positive_float,
     positive_int,
-    progress,
 )
+from experiments._progress import progress
 from experiments.benchmarks import bench_common as bc
 from experiments.benchmarks.bench_topology import random_model, random_parent
 

@@ -30,15 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._common import (
-    BENCH_NOTE,
-    OneLineParser,
-    interruptible,
-    nonnegative_int,
-    positive_float,
-    positive_int,
-    progress,
-)
+from experiments._common import BENCH_NOTE, OneLineParser, interruptible, nonnegative_int, positive_float, positive_int
+from experiments._progress import progress
 from experiments.benchmarks.bench_batch_last import interleaved
 
 RESULTS = Path(__file__).parent / "results"

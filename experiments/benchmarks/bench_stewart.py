@@ -27,8 +27,8 @@ from experiments._common import (
     one_of,
     positive_float,
     positive_int,
-    progress,
 )
+from experiments._progress import progress
 from experiments.benchmarks import bench_common as bc
 from jaxsoa.spatial.rotation import exp_so3
 from jaxsoa.systems.stewart import dynamics as sd

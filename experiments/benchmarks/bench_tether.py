@@ -23,15 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments._common import (
-    BENCH_NOTE,
-    OneLineParser,
-    comma_list,
-    interruptible,
-    positive_float,
-    positive_int,
-    progress,
-)
+from experiments._common import BENCH_NOTE, OneLineParser, comma_list, interruptible, positive_float, positive_int
+from experiments._progress import progress
 from experiments.benchmarks import bench_common as bc
 from jaxsoa.integrators.steps import ode_rk4_step
 from jaxsoa.systems.tether.fem import straight_state, tether_params

@@ -34,8 +34,8 @@ from experiments._common import (
     one_of,
     positive_float,
     positive_int,
-    progress,
 )
+from experiments._progress import progress
 from experiments.benchmarks import bench_common as bc
 
 RESULTS = Path(__file__).parent / "results"

@@ -8,7 +8,7 @@ the world); a concrete tree with a free joint elsewhere runs the per-sample recu
 written per link on lists of (B,) arrays. A free joint must be on the world for ABA (its 6x6
 articulated inertia is solved after the inward pass, from its parent's acceleration, which is then
 known; elsewhere the result here is NaN, which the entry point's `lax.cond` never returns); RNEA takes
-it anywhere. A three-column joint (spherical or planar, anywhere; `batch_last_frames.TRIPLES`) is eliminated
+it anywhere. A three-column joint (spherical or planar, anywhere; `batch_last_slots.TRIPLES`) is eliminated
 inside the link step as three 1-DoF columns, constant unit vectors in its own frame (`_triple_eliminations`),
 which is its 3×3 articulated-body step; models without one compile the 1-DoF step only.
 
@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
 from jaxsoa.algorithms import batch_last_frames as fr
+from jaxsoa.algorithms import batch_last_slots as sl
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.algorithms.batch_last_rnea import rnea, rnea_at
 from jaxsoa.multibody import batch_last as bl
@@ -133,9 +134,9 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
     """(q̈ (B, nv), `Factor`): forward dynamics q̈ = M⁻¹ (τ − C v − g + Σ Jᵀ f_ext) by the
     articulated-body algorithm, and what `solve_mass_matrix` reuses."""
     trav, d, batch = model.traversal, fr.link_data(model), q.shape[0]
-    q_links, v_links, tau_links = fr.scalar_coordinates(model, q, v, tau)
-    triples = fr.has_triples(model)
-    tau_triple = fr.triple_coordinates(model, tau) if triples else None
+    q_links, v_links, tau_links = sl.scalar_coordinates(model, q, v, tau)
+    triples = sl.has_triples(model)
+    tau_triple = sl.triple_coordinates(model, tau) if triples else None
     R, p = fr.joint_frames(model, d, q, q_links)
     v_joint = fr.joint_motion(model, d, v, v_links)
     external = fr.external_wrenches(model, f_ext, q.dtype)
@@ -194,8 +195,8 @@ def _aba_factored(model: Model, q, v, tau, f_ext=None):
     G_nu_D = G_nu_D.reshape(G_nu_D.shape[0], -1, 8, batch)
     root = [0.0] * 3 + [-model.gravity[..., i] for i in range(3)]      # a_world = [0; −g]
     a_free, free_qdd, P_free = jnp.zeros((model.n_links, 6, batch), q.dtype), [], []
-    for i, pos in enumerate(fr.free_positions(model)):
-        a_parent = fr.free_parent_acceleration(model, R, p, root, fr.free_links(model)[i])
+    for i, pos in enumerate(sl.free_positions(model)):
+        a_parent = fr.free_parent_acceleration(model, R, p, root, sl.free_links(model)[i])
         a_root, joint, P = _free_root_acceleration(model, d, R, p, cb, acc, tau, a_parent, pos, i)
         a_free, free_qdd, P_free = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint], [*P_free, P]
     qdd, a = _accelerations(model, d, R, p, _flat(G_nu_D[:, :, :7]), cb, root, a_free)  # (n, B) or (n, 3, B)
@@ -215,10 +216,10 @@ def _joint_accelerations(model, qdd, free_qdd):
     column S_k with `Triple.columns[k]` = j (spherical (ω_x, ω_y, ω_z) = (S₃, S₂, S₁), planar (v_x, v_y, ω_z) =
     (S₂, S₃, S₁))."""
     if qdd.ndim == 2:
-        return fr.joint_vector(model, qdd, free_qdd)
+        return sl.joint_vector(model, qdd, free_qdd)
     triple = [[bl.read(qdd, pos)[triple.columns.index(j)] for j in range(3)]
-              for (_, triple), pos in zip(fr.triple_links(model), fr.triple_positions(model), strict=True)]
-    return fr.joint_vector(model, qdd[:, 0], free_qdd, triple)
+              for (_, triple), pos in zip(sl.triple_links(model), sl.triple_positions(model), strict=True)]
+    return sl.joint_vector(model, qdd[:, 0], free_qdd, triple)
 
 
 def _aba_recursion(model: Model, q, v, tau, f_ext=None):
@@ -231,9 +232,9 @@ def solve_mass_matrix(model: Model, factor: Factor, b):
     and the acceleration pass of ABA at v = 0 without gravity, its articulated inertias taken as
     they are (about a third of an ABA)."""
     d, batch = fr.link_data(model), b.shape[0]
-    b_links = bl.to_depth_order(model.traversal, fr.link_slots(model, "v"), b)
-    triples = fr.has_triples(model)
-    b_triple = fr.triple_coordinates(model, b) if triples else None
+    b_links = bl.to_depth_order(model.traversal, sl.link_slots(model, "v"), b)
+    triples = sl.has_triples(model)
+    b_triple = sl.triple_coordinates(model, b) if triples else None
     R, p, G_D_inv = factor.R, factor.p, factor.G_D_inv
 
     def bias_step(t, live, children):         # r = b − Sᵀ z;  ν = D⁻¹ r;  z⁺ = z + U ν = z + G r;  up = X* z⁺
@@ -253,7 +254,7 @@ def solve_mass_matrix(model: Model, factor: Factor, b):
     z, nu = bl.inward(model.traversal, bias_step, 6, batch, b.dtype)                 # nu (n, m, B)
     zero = [jnp.zeros((batch,), b.dtype)] * 6
     a_free, free_qdd = jnp.zeros((model.n_links, 6, batch), b.dtype), []
-    for i, pos in enumerate(fr.free_positions(model)):       # a' = 0 at a free root (no gravity, v = 0)
+    for i, pos in enumerate(sl.free_positions(model)):       # a' = 0 at a free root (no gravity, v = 0)
         a_root, joint = _free_root_solve(model, list(factor.P_free[i]), bl.read_rows(z, pos), zero, b, i)
         a_free, free_qdd = bl.write(a_free, pos, jnp.stack(a_root)), [*free_qdd, joint]
     G = G_D_inv.reshape(G_D_inv.shape[0], -1, 7, batch)[:, :, :6]

@@ -1,6 +1,6 @@
 """CRBA, composite inertias, world placements and joint Jacobians on the batch-last layout
 (`jaxsoa.multibody.batch_last`): the path leading-batch calls `crba(model, q[B, nq])` and
-`joint_jacobians(model, q[B, nq])` take when every joint is one of `batch_last_frames.HANDLED` (a free joint
+`joint_jacobians(model, q[B, nq])` take when every joint is one of `batch_last_slots.HANDLED` (a free joint
 anywhere in the tree: `supports`).
 
 Same equations as `jaxsoa.algorithms.dynamics.crba`: composite inertias by an inward pass, world
@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsoa.algorithms import batch_last_frames as fr
+from jaxsoa.algorithms import batch_last_slots as sl
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import check_reference_frame
 from jaxsoa.multibody.batched import in_per_sample_only
@@ -34,9 +35,9 @@ FREE_SPATIAL_INDEX = (3, 4, 5, 0, 1, 2)      # a free joint's v = [linear; angul
 
 
 def supports(model: Model) -> bool:
-    """Whether the batch-last CRBA handles `model`: every joint one of `batch_last_frames.HANDLED` (a free joint
+    """Whether the batch-last CRBA handles `model`: every joint one of `batch_last_slots.HANDLED` (a free joint
     need not be a root here); False while `per_sample_only` is active."""
-    return not in_per_sample_only() and all(JointType(t) in fr.HANDLED for t in model.joint_types)
+    return not in_per_sample_only() and all(JointType(t) in sl.HANDLED for t in model.joint_types)
 
 
 def composite_inertias(model: Model, d: fr.LinkData, R, p, batch: int):
@@ -73,10 +74,10 @@ def _columns(model: Model, d: fr.LinkData, dtype):
     link frame: the link's S for a 1-DoF joint, a spatial unit vector for a free or three-column joint's
     columns."""
     links = np.zeros(model.nv, np.int32)
-    scalar = fr.scalar_links(model)
+    scalar = sl.scalar_links(model)
     links[np.asarray(model.idx_v)[scalar]] = scalar
     units = np.zeros((model.nv, 6))
-    spatial = [(JointType.FREE, FREE_SPATIAL_INDEX), *((t, triple.spatial) for t, triple in fr.TRIPLES.items())]
+    spatial = [(JointType.FREE, FREE_SPATIAL_INDEX), *((t, triple.spatial) for t, triple in sl.TRIPLES.items())]
     for joint_type, spatial_index in spatial:
         for link, columns in zip(model.links_of_type(joint_type), model.v_columns(joint_type), strict=True):
             links[columns] = link
@@ -96,7 +97,7 @@ def _joint_frames(model: Model, q):
     """The link data and joint frames (R, p) of a batch q (B, nq)."""
     fr.check_batch(model, q=("q", q))
     d = fr.link_data(model)
-    return d, *fr.joint_frames(model, d, q, fr.scalar_coordinates(model, q)[0])
+    return d, *fr.joint_frames(model, d, q, sl.scalar_coordinates(model, q)[0])
 
 
 def _frames(model: Model, q):

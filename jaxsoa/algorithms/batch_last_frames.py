@@ -1,15 +1,15 @@
 """Model data, joint frames and joint motions on the batch-last layout (`jaxsoa.multibody.batch_last`),
 for `jaxsoa.algorithms.batch_last`'s RNEA and ABA.
 
-Joints handled: fixed, revolute, revolute-unbounded and prismatic inside the link scans (one scalar velocity per
-link; an unbounded joint's frame from its (cos θ, sin θ) instead of its angle),
+Joints handled (`batch_last_slots.HANDLED`): fixed, revolute, revolute-unbounded and prismatic inside the link
+scans (one scalar velocity per link; an unbounded joint's frame from its (cos θ, sin θ) instead of its angle),
 free joints, whose 6-DoF motion enters the scans as precomputed per-link spatial vectors (inside the
 scans a free link is a fixed joint; its frame, velocity and acceleration are set here), and the
-three-column joints (`TRIPLES`): spherical (frame R(quaternion), joint motion [ω; 0]) and planar (frame
-R_z(θ) from (cos θ, sin θ) and (x, y, 0), joint motion [0, 0, ω; v_x, v_y, 0]), whose frames and joint
+three-column joints (`batch_last_slots.TRIPLES`): spherical (frame R(quaternion), joint motion [ω; 0]) and planar
+(frame R_z(θ) from (cos θ, sin θ) and (x, y, 0), joint motion [0, 0, ω; v_x, v_y, 0]), whose frames and joint
 motions are set here like a free joint's, and whose three motion-subspace columns are constant unit
-vectors in the link frame: S₁ takes the scalar slot of a 1-DoF joint (`link_slots`), S₂ and S₃ are
-`LinkData.S_triple` (`triple_slots`); ABA eliminates the three in the one link step.
+vectors in the link frame: S₁ takes the scalar slot of a 1-DoF joint (`batch_last_slots.link_slots`), S₂ and S₃
+are `LinkData.S_triple` (`batch_last_slots.triple_slots`); ABA eliminates the three in the one link step.
 Per-sample states are (B, nq) / (B, nv) in Pinocchio's layout; per-link arrays are (n, k, B) in
 the traversal's depth order, model data (n, k, 1) shared by the batch, or (n, k, B) for a stacked
 model (`jaxsoa.multibody.model.stack_models`: a tree, placements and inertias per sample).
@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsoa.algorithms import batch_last_slots as sl
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody.arguments import SHAPES, batch_shape
 from jaxsoa.multibody.batched import in_per_sample_only
@@ -29,29 +30,13 @@ from jaxsoa.multibody.model import Model, link_inertia, link_placement, model_ba
 from jaxsoa.spatial import batch_last as sp
 from jaxsoa.spatial.rotation import quat_normalize, quat_to_rotation
 
-HANDLED = (JointType.FIXED, JointType.REVOLUTE, JointType.PRISMATIC, JointType.SPHERICAL, JointType.FREE,
-           JointType.PLANAR, JointType.REVOLUTE_UNBOUNDED)
-
-
-class Triple(NamedTuple):
-    """A three-column joint: `columns`, the offset in the joint's v of each motion-subspace column S₁, S₂, S₃;
-    `spatial`, the index in a spatial vector [angular; linear] of each entry of the joint's v (S_k is the unit
-    vector e_spatial[columns[k]])."""
-    columns: tuple
-    spatial: tuple
-
-
-TRIPLES = {JointType.SPHERICAL: Triple((2, 1, 0), (0, 1, 2)),    # v = (ω_x, ω_y, ω_z); S₁, S₂, S₃ = e_z, e_y, e_x
-           JointType.PLANAR: Triple((2, 0, 1), (3, 4, 2))}       # v = (v_x, v_y, ω_z); S₁, S₂, S₃ = ω_z, v_x, v_y
-"""The joints ABA eliminates as three 1-DoF columns in the link frame (their 3×3 articulated-body step)."""
-
 
 def supports(model: Model) -> bool:
     """Whether the batch-last path handles `model`: every joint fixed, revolute (bounded or unbounded), prismatic,
     spherical, planar or free, and, where the topology is concrete, every free joint on the world
     (`free_on_world`; for a traced topology ABA's entry decides at run time, `free_joints_valid`). False while
     `per_sample_only` is active."""
-    if in_per_sample_only() or not all(JointType(t) in HANDLED for t in model.joint_types):
+    if in_per_sample_only() or not all(JointType(t) in sl.HANDLED for t in model.joint_types):
         return False
     if isinstance(model.parent, jax.core.Tracer):
         return True
@@ -62,7 +47,7 @@ def free_joints_valid(model: Model):
     """None where ABA's batch-last result holds for `model` whatever its values (no free joint, or a concrete
     topology, which `supports` has checked), else the traced scalar "every free joint on the world" of the
     traced topology (of every model of a stack): ABA's `BatchedPath.valid`."""
-    if not len(free_links(model)) or not isinstance(model.parent, jax.core.Tracer):
+    if not len(sl.free_links(model)) or not isinstance(model.parent, jax.core.Tracer):
         return None
     return jnp.all(free_on_world(model))
 
@@ -72,7 +57,7 @@ def free_on_world(model: Model, xp=jnp):
     joint: MJCF's world body holding several free bodies, `load_mjcf`). ABA's free joints need one of these."""
     parent = xp.asarray(model.parent)
     fixed = xp.asarray([t == JointType.FIXED for t in model.joint_types])
-    free_parent = parent[..., free_links(model)]
+    free_parent = parent[..., sl.free_links(model)]
     safe = xp.maximum(free_parent, 0)
     grandparent = xp.take_along_axis(parent, safe, -1) if parent.ndim > 1 else parent[safe]
     return (free_parent < 0) | (fixed[safe] & (grandparent < 0))
@@ -127,76 +112,24 @@ class LinkData(NamedTuple):
     free: jax.Array
 
 
-SCALAR = (JointType.REVOLUTE, JointType.PRISMATIC, JointType.REVOLUTE_UNBOUNDED)
-"""The 1-DoF joints: one velocity, one motion-subspace column (`LinkData.S`)."""
-
-
-def _scalar_joint(model: Model) -> np.ndarray:
-    return np.isin(np.asarray(model.joint_types), SCALAR)
-
-
-def scalar_links(model: Model) -> np.ndarray:
-    """Static indices of the links with a 1-DoF (revolute, revolute-unbounded or prismatic) joint."""
-    return np.flatnonzero(_scalar_joint(model))
-
-
-def _triple_column(model: Model, k: int) -> np.ndarray:
-    """(n,) index in v of each three-column link's column S_k (k = 0, 1, 2: S₁, S₂, S₃); nv for the others."""
-    out = np.full(model.n_links, model.nv)
-    for joint_type, triple in TRIPLES.items():
-        links = model.links_of_type(joint_type)
-        out[links] = np.asarray(model.idx_v)[links] + triple.columns[k]
-    return out.astype(np.int32)
-
-
-def link_slots(model: Model, of: str) -> np.ndarray:
-    """(n,) index of each revolute or prismatic link's coordinate in q (`of="q"`), or of each 1-DoF link's
-    velocity and each three-column link's S₁ column in v (`"v"`); nq / nv for the others."""
-    if of == "q":
-        angle_or_length = np.isin(np.asarray(model.joint_types), (JointType.REVOLUTE, JointType.PRISMATIC))
-        return np.where(angle_or_length, model.idx_q, model.nq).astype(np.int32)
-    return np.where(_scalar_joint(model), model.idx_v, _triple_column(model, 0)).astype(np.int32)
-
-
-def triple_slots(model: Model) -> np.ndarray:
-    """(2, n) index in v of each three-column link's S₂ and S₃ columns; nv for the others."""
-    return np.stack([_triple_column(model, 1), _triple_column(model, 2)])
-
-
-def triple_links(model: Model) -> list:
-    """Static [(link, `Triple`)] of the three-column links (spherical, planar), in storage order."""
-    types = np.asarray(model.joint_types)
-    return [(int(k), TRIPLES[JointType(types[k])]) for k in np.flatnonzero(np.isin(types, list(TRIPLES)))]
-
-
-def has_triples(model: Model) -> bool:
-    """Whether the model has a three-column joint (ABA then runs three eliminations per link)."""
-    return len(triple_links(model)) > 0
-
-
-def free_links(model: Model) -> np.ndarray:
-    """Static indices of the links with a free joint."""
-    return model.links_of_type(JointType.FREE)
-
-
 def _storage_link_data(model: Model) -> tuple:
     """`LinkData`'s fields in storage order without the batch axis, (n, k) and (n,), of one model."""
     dtype = model.dtype
     R, p = link_placement(model)
     mass, com, inertia_com = link_inertia(model)
     inertia = jnp.stack(sp.spatial_inertia(mass, list(com.T), list(inertia_com.reshape(-1, 9).T)), 1)
-    flag = {t: jnp.asarray([u == t for u in model.joint_types], dtype) for t in HANDLED}
+    flag = {t: jnp.asarray([u == t for u in model.joint_types], dtype) for t in sl.HANDLED}
     armature = jnp.concatenate([model.armature, jnp.zeros(1, dtype)])
     unit = jnp.eye(6, dtype=dtype)
-    triple = sum(flag[t] for t in TRIPLES)[:, None]
+    triple = sum(flag[t] for t in sl.TRIPLES)[:, None]
     turning = flag[JointType.REVOLUTE] + flag[JointType.REVOLUTE_UNBOUNDED]
     S = jnp.concatenate([model.joint_axis * turning[:, None], model.joint_axis * flag[JointType.PRISMATIC][:, None]], 1)
     S_triple = jnp.zeros((model.n_links, 12), dtype)
-    for t, (columns, spatial) in TRIPLES.items():                 # S_k = e_spatial[columns[k]]
+    for t, (columns, spatial) in sl.TRIPLES.items():              # S_k = e_spatial[columns[k]]
         S = S + flag[t][:, None] * unit[spatial[columns[0]]][None]
         S_triple = S_triple + flag[t][:, None] * jnp.concatenate([unit[spatial[c]] for c in columns[1:]])[None]
-    triple_offset = armature[triple_slots(model).T] + (1 - triple)                                 # (n, 2)
-    offset = armature[link_slots(model, "v")] + flag[JointType.FIXED] + flag[JointType.FREE]
+    triple_offset = armature[sl.triple_slots(model).T] + (1 - triple)                              # (n, 2)
+    offset = armature[sl.link_slots(model, "v")] + flag[JointType.FIXED] + flag[JointType.FREE]
     return (R.reshape(-1, 9), p, model.joint_axis, S, S_triple, inertia, offset, triple_offset,
             flag[JointType.REVOLUTE], flag[JointType.PRISMATIC], flag[JointType.FREE])
 
@@ -214,28 +147,6 @@ def rigid_link_inertias(d: LinkData):
     return jnp.stack(sp.rigid_inertia(bl.components(d.inertia)), 1)
 
 
-def scalar_coordinates(model: Model, q, *vs):
-    """Depth-ordered (n, B) coordinates of the 1-DoF joints (0 elsewhere): q (B, nq), then each (B, nv)."""
-    trav = model.traversal
-    return [bl.to_depth_order(trav, link_slots(model, "q"), q)] + \
-        [bl.to_depth_order(trav, link_slots(model, "v"), x) for x in vs]
-
-
-def free_positions(model: Model):
-    """Traced sequence positions of the free links (static list, one per free link)."""
-    return [model.traversal.inverse_order[..., k] for k in free_links(model)]
-
-
-def triple_positions(model: Model):
-    """Traced sequence positions of the three-column links (static list, as `triple_links`)."""
-    return [model.traversal.inverse_order[..., k] for k, _ in triple_links(model)]
-
-
-def triple_coordinates(model: Model, x):
-    """(2, n, B) depth-ordered S₂ and S₃ entries of x (B, nv) at the three-column links, 0 elsewhere."""
-    return jnp.stack([bl.to_depth_order(model.traversal, slots, x) for slots in triple_slots(model)])
-
-
 def joint_frames(model: Model, d: LinkData, q, q_links):
     """X_parent_child of every link in depth order, R (n, 9, B) and p (n, 3, B): R_parent_joint R_J,
     p_parent_joint + R_parent_joint p_J with R_J = exp(â θ), p_J = a d for 1-DoF joints (an unbounded joint's
@@ -249,12 +160,12 @@ def joint_frames(model: Model, d: LinkData, q, q_links):
         s, c = bl.write(s, pos, cos_sin[:, 1]), bl.write(c, pos, cos_sin[:, 0])
     R_joint_child = sp.rodrigues(axis, s, c)                            # exp(â θ), 9 (n, B) entries
     p_joint_child = sp.scale(q_links * d.prismatic, axis)
-    for i, pos in enumerate(free_positions(model)):
+    for i, pos in enumerate(sl.free_positions(model)):
         columns = model.q_columns(JointType.FREE)[i]
         R_free = quat_to_rotation(quat_normalize(q[:, columns[3:]])).reshape(-1, 9)      # (B, 9)
         R_joint_child = [bl.write(x, pos, R_free[:, j]) for j, x in enumerate(R_joint_child)]
         p_joint_child = [bl.write(x, pos, q[:, columns[j]]) for j, x in enumerate(p_joint_child)]
-    for (k, _), pos in zip(triple_links(model), triple_positions(model), strict=True):
+    for (k, _), pos in zip(sl.triple_links(model), sl.triple_positions(model), strict=True):
         q_k = q[:, model.idx_q[k]:model.idx_q[k] + JointType(model.joint_types[k]).nq]
         if model.joint_types[k] == JointType.SPHERICAL:
             R_k = quat_to_rotation(quat_normalize(q_k))                          # R(quaternion), p = 0
@@ -269,6 +180,8 @@ def joint_frames(model: Model, d: LinkData, q, q_links):
 
 
 MOVED = (JointType.FREE, JointType.SPHERICAL, JointType.PLANAR, JointType.REVOLUTE_UNBOUNDED)
+
+
 """The joints whose coordinates are not one angle or length along S: `joint_twists` carries their derivatives."""
 
 
@@ -297,22 +210,15 @@ def _vee(A):
     return 0.5 * jnp.stack([A[:, 2, 1] - A[:, 1, 2], A[:, 0, 2] - A[:, 2, 0], A[:, 1, 0] - A[:, 0, 1]], -1)
 
 
-def free_spatial(model: Model, x, k_index: int):
-    """The free joint k_index's (B, 6) entries [linear; angular] of x (B, nv) as a spatial 6-list
-    [angular; linear] (S x for S = [[0, 1], [1, 0]])."""
-    columns = model.v_columns(JointType.FREE)[k_index]
-    return [x[:, c] for c in columns[3:]] + [x[:, c] for c in columns[:3]]
-
-
 def joint_motion(model: Model, d: LinkData, x, x_links):
     """(n, 6, B) spatial joint motion S ẋ of every link in depth order: S x_link for 1-DoF joints, the
     free joints' 6 entries of x (B, nv), a three-column joint's 3 entries of x at their spatial indices
     (`Triple.spatial`: [ẋ; 0] for spherical joints, [0, 0, ω; v_x, v_y, 0] for planar ones), zero for fixed
     joints."""
     motion = d.S * x_links[:, None, :]
-    for i, pos in enumerate(free_positions(model)):
-        motion = bl.write(motion, pos, jnp.stack(free_spatial(model, x, i)))
-    for (k, triple), pos in zip(triple_links(model), triple_positions(model), strict=True):
+    for i, pos in enumerate(sl.free_positions(model)):
+        motion = bl.write(motion, pos, jnp.stack(sl.free_spatial(model, x, i)))
+    for (k, triple), pos in zip(sl.triple_links(model), sl.triple_positions(model), strict=True):
         entries = [jnp.zeros_like(x[:, 0])] * 6
         for j, index in enumerate(triple.spatial):                        # S x: x_j at spatial[j]
             entries[index] = x[:, model.idx_v[k] + j]
@@ -328,19 +234,3 @@ def external_wrenches(model: Model, f_ext, dtype):
     if bl.per_sample(model.traversal):
         return jnp.transpose(jnp.take_along_axis(f_ext, order[:, :, None], axis=1), (1, 2, 0))
     return jnp.transpose(f_ext[:, order], (1, 2, 0))
-
-
-def joint_vector(model: Model, y_links, free_values, triple_values=()):
-    """(B, nv) from the 1-DoF links' values y_links (n, B, depth order), each free joint's
-    spatial 6-list [angular; linear] (stored [linear; angular]) and each three-column joint's 3-list in
-    its v order (`triple_links`' order): one static row gather, no scatter."""
-    scalar = scalar_links(model)
-    sources = [bl.from_depth_order(model.traversal, scalar, y_links).T]          # (n_scalar, B)
-    source_of = {int(c): i for i, c in enumerate(np.asarray(model.idx_v)[scalar])}
-    for columns, value in zip(model.v_columns(JointType.FREE), free_values, strict=True):
-        sources.append(jnp.stack(value[3:] + value[:3]))                           # (6, B)
-        source_of.update({int(c): len(source_of) + j for j, c in enumerate(columns)})
-    for (k, _), value in zip(triple_links(model), triple_values, strict=True):
-        sources.append(jnp.stack(value))                                           # (3, B)
-        source_of.update({int(model.idx_v[k]) + j: len(source_of) + j for j in range(3)})
-    return jnp.concatenate(sources, 0)[np.asarray([source_of[c] for c in range(model.nv)], np.int32)].T

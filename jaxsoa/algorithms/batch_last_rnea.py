@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
 from jaxsoa.algorithms import batch_last_frames as fr
+from jaxsoa.algorithms import batch_last_slots as sl
 from jaxsoa.algorithms.adjoint import custom_reverse
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody import batched
@@ -268,7 +269,7 @@ def _rnea(link_forces, model, q, v, a, f_ext, held=True):
     `joint_twists` where a joint is not 1-DoF)."""
     fr.check_batch(model, q=("q", q), v=("v", v), a=("v", a), f_ext=("f_ext", f_ext))
     d = fr.link_data(model)
-    q_links, v_links, a_links = fr.scalar_coordinates(model, q, v, a)
+    q_links, v_links, a_links = sl.scalar_coordinates(model, q, v, a)
     if held:
         R, p = fr.joint_frames(model, d, jax.lax.stop_gradient(q), jax.lax.stop_gradient(q_links))
         twist = fr.joint_twists(model, q)
@@ -280,8 +281,8 @@ def _rnea(link_forces, model, q, v, a, f_ext, held=True):
     f = link_forces(model.traversal, R, p, q_links, d.S, twist, v_joint, a_joint, fr.rigid_link_inertias(d),
                     external, model.gravity)
     tau_links = sp.dot(bl.components(d.S), bl.components(f))                        # τ = Sᵀ f
-    free = [bl.read_rows(f, pos) for pos in fr.free_positions(model)]               # τ_free = f
+    free = [bl.read_rows(f, pos) for pos in sl.free_positions(model)]               # τ_free = f
     triple = [[bl.read_rows(f, pos)[i] for i in triple.spatial]                     # τ_triple = Sᵀ f
-              for (_, triple), pos in zip(fr.triple_links(model), fr.triple_positions(model), strict=True)]
+              for (_, triple), pos in zip(sl.triple_links(model), sl.triple_positions(model), strict=True)]
     armature = jnp.broadcast_to(model.armature, a.shape)                      # (nv,) or a stack's (B, nv)
-    return fr.joint_vector(model, tau_links, free, triple) + armature * a      # τ += armature ⊙ q̈
+    return sl.joint_vector(model, tau_links, free, triple) + armature * a      # τ += armature ⊙ q̈

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxsoa.algorithms import batch_last, batch_last_rnea
-from jaxsoa.algorithms import batch_last_frames as fr
+from jaxsoa.algorithms import batch_last_slots as sl
 from jaxsoa.algorithms.adjoint import adjoint_forward_dynamics
 from jaxsoa.multibody import batch_last as bl
 from jaxsoa.multibody import batched
@@ -91,11 +91,11 @@ def aba_placeholder(model: Model, q, v, tau, f_ext=None):
     """Zero residuals of one sample (q (nq,)), shaped as one sample of `aba_forward`'s: q̈ (nv,) and the
     `Factor`: R (n, 9), p (n, 3), G_D_inv (n, 7 m) (m = 3 with spherical or planar joints, else 1), one (21,) per free
     root, motion (n, 12)."""
-    n, columns = model.n_links, 3 if fr.has_triples(model) else 1
+    n, columns = model.n_links, 3 if sl.has_triples(model) else 1
 
     def zeros(*shape):
         return jnp.zeros(shape, q.dtype)
 
     factor = batch_last.Factor(zeros(n, 9), zeros(n, 3), zeros(n, 7 * columns),
-                               tuple(zeros(21) for _ in fr.free_links(model)), zeros(n, 12))
+                               tuple(zeros(21) for _ in sl.free_links(model)), zeros(n, 12))
     return zeros(model.nv), factor

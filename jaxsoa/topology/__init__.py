@@ -1,9 +1,8 @@
 """Topology from configuration parameters: incidence and path matrices, loop cuts, reconfigurable models."""
 
 from jaxsoa.topology import configuration_parameters, cuts, reconfigure
+from jaxsoa.topology.configuration_inputs import CUT_FIELDS, CUT_JOINT_TYPES
 from jaxsoa.topology.configuration_parameters import (
-    CUT_FIELDS,
-    CUT_JOINT_TYPES,
     ConfigurationTopology,
     TracedConfigurationTopology,
     incidence_matrix,

@@ -9,7 +9,7 @@ builds the `jaxsoa.constraints.closure.LoopClosure` of the recorded cuts from th
 import numpy as np
 
 from jaxsoa.constraints.closure import loop_closure, stack_closures
-from jaxsoa.topology.configuration_parameters import CUT_FIELDS, CUT_JOINT_TYPES
+from jaxsoa.topology.configuration_inputs import CUT_FIELDS, CUT_JOINT_TYPES
 
 
 def cut_interfaces(interfaces, topology, xp=np):

@@ -1,4 +1,4 @@
-"""Three-column joints on the batch-last core: spherical and planar (`jaxsoa.algorithms.batch_last_frames.TRIPLES`:
+"""Three-column joints on the batch-last core: spherical and planar (`jaxsoa.algorithms.batch_last_slots.TRIPLES`:
 the frame (R(quaternion), 0) or (R_z(θ), (x, y, 0)) and the joint motion [ω; 0] or [0, 0, ω; v_x, v_y, 0] set
 before the scans like a free joint's; `jaxsoa.algorithms.batch_last`: ABA eliminates the link's three constant
 columns (e_z, e_y, e_x angular; or ω_z, v_x, v_y) in one step, the 3×3 joint as three rank-1 eliminations in

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from experiments import trajopt_tether as tt
+from experiments import trajopt_tether_problem as ttp
 
 pytestmark = pytest.mark.slow            # end to end: deselect with -m "not slow"
 # half an orbit, 1 km -> 800 m, two harmonics: ~390 RK4 steps; the naive law ends with an 11° amplitude
@@ -40,10 +41,10 @@ def test_gradient_matches_central_differences():
     """d loss / d c₁ by reverse mode through the rollout vs (L(c + h e₁) − L(c − h e₁)) / 2h at a taut
     (tension > 0 everywhere: no slack kink) non-naive point. h = 1e-5: the truncation error O(h²) measured
     1.7e-4, 1.7e-6, 1.7e-8 relative at h = 1e-3, 1e-4, 1e-5 (round-off ε L / h ≈ 1e-13); tolerance 1e-6."""
-    problem = tt.Problem(orbits=0.1, l_end=900.0, harmonics=2)              # ~70 steps: compiles fast
-    times = jnp.asarray(tt.time_grid(problem))
+    problem = ttp.Problem(orbits=0.1, l_end=900.0, harmonics=2)              # ~70 steps: compiles fast
+    times = jnp.asarray(ttp.time_grid(problem))
     coeffs = jnp.asarray([0.05, -0.03])
-    value_and_grad = jax.jit(jax.value_and_grad(lambda c: tt.loss_fn(problem, c, times), has_aux=True))
+    value_and_grad = jax.jit(jax.value_and_grad(lambda c: ttp.loss_fn(problem, c, times), has_aux=True))
     (_, history), grad = value_and_grad(coeffs)
     assert float(history["tension_min"].min()) > 0
     h = 1e-5

@@ -1,7 +1,8 @@
 """The experiments' output policy (experiments/_common.py): atomic writes (a failing write leaves the
 previous file intact and no temporary file), the settings record that refuses a rerun with other
 settings and lets one with the same settings resume, resumed commands (train, reproduce) that skip
-finished work and end with the same results, one-line errors, progress lines off a terminal, Ctrl-C."""
+finished work and end with the same results, one-line errors, progress lines off a terminal
+(experiments/_progress.py), Ctrl-C."""
 
 import io
 import json
@@ -9,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments import _common, _record, cli, reproduce, train_controller
+from experiments import _common, _progress, _record, cli, reproduce, train_controller
 
 
 def _fail_midway(*_, **__):
@@ -204,11 +205,11 @@ def test_a_failed_write_exits_1_with_one_line_naming_the_file(tmp_path, capsys):
 
 def test_line_progress_when_not_a_terminal():
     stream = io.StringIO()
-    items = list(_common.LineProgress(range(3), desc="train x", every=0.0, stream=stream))
+    items = list(_progress.LineProgress(range(3), desc="train x", every=0.0, stream=stream))
     lines = stream.getvalue().splitlines()
     assert items == [0, 1, 2] and lines[0].startswith("train x: 1/3") and lines[-1].startswith("train x: 3/3")
     quiet = io.StringIO()
-    list(_common.LineProgress(range(3), desc="x", every=1e9, stream=quiet))
+    list(_progress.LineProgress(range(3), desc="x", every=1e9, stream=quiet))
     assert quiet.getvalue() == ""
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from experiments import identify_inertia
-from experiments._common import LineProgress
+from experiments._progress import LineProgress
 from experiments.benchmarks import bench_gradient
 from jaxsoa.workflows import identification as identify
 from tests.helpers.cli import assert_bad_flag_exits_2

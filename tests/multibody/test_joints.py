@@ -15,7 +15,7 @@ import pinocchio as pin
 import pytest
 
 import jaxsoa
-from jaxsoa.multibody import config_space
+from jaxsoa.multibody import lie_groups
 from jaxsoa.multibody.joints import JointType, joint_transform, motion_subspace
 
 CONVENTIONS = pathlib.Path(__file__).parents[2] / "docs" / "conventions.md"
@@ -55,7 +55,7 @@ def test_members_are_the_stored_ints():
 def test_every_type_has_its_rules(joint_type):
     """Each member has a transform, a motion subspace of nv columns and configuration-space rules
     whose neutral configuration (nq values) is the identity transform."""
-    rules = config_space._RULES[joint_type]
+    rules = lie_groups.RULES[joint_type]
     assert len(rules.neutral) == joint_type.nq
     axis = jnp.asarray([[0.0, 0.0, 1.0]])
     q = jnp.asarray([rules.neutral])

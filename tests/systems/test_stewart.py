@@ -14,6 +14,7 @@ from jax.experimental import checkify
 from jaxsoa.spatial.rotation import exp_so3, log_so3, quat_to_rotation, rotation_to_quat
 from jaxsoa.systems.stewart import dynamics as sd
 from jaxsoa.systems.stewart import geometry as st
+from jaxsoa.systems.stewart import poses
 from sims import stewart_gas as sg
 from tests.helpers.trees import counting
 
@@ -99,7 +100,7 @@ def test_power_balance(gas_mode):
     def residual(coeffs, s):
         path = random_path(coeffs)
         (_, _, ldot), (dE, _, _) = jax.jvp(lambda x: total_energy(params, path, x), (s,), (jnp.ones_like(s),))
-        res = sd.inverse_dynamics(params, *st.path_state(path, s))
+        res = sd.inverse_dynamics(params, *poses.path_state(path, s))
         electric = jnp.sum(res.force * ldot[:6])
         return electric - dE, jnp.sum(jnp.abs(res.force * ldot[:6])) + jnp.abs(dE), res.status.ok
 
@@ -134,10 +135,10 @@ def test_massless_legs_newton_euler():
             * params.piston_area
         return jnp.linalg.solve(J[:6].T, jnp.concatenate([force, moment]) - J[6:].T @ tau)
 
-    light = jax.jit(jax.vmap(lambda s: sd.inverse_dynamics_light_leg(params, *st.path_state(path, s)).force))(TIMES)
+    light = jax.jit(jax.vmap(lambda s: sd.inverse_dynamics_light_leg(params, *poses.path_state(path, s)).force))(TIMES)
     ref = jax.jit(jax.vmap(reference))(TIMES)
     assert float(jnp.max(jnp.abs(light - ref)) / jnp.max(jnp.abs(ref))) < 1e-9
-    full = jax.jit(jax.vmap(lambda s: sd.inverse_dynamics(params, *st.path_state(path, s)).force))(TIMES)
+    full = jax.jit(jax.vmap(lambda s: sd.inverse_dynamics(params, *poses.path_state(path, s)).force))(TIMES)
     assert float(jnp.max(jnp.abs(full - ref)) / jnp.max(jnp.abs(ref))) > 1e-4      # the legs' inertia matters
 
 
@@ -150,7 +151,7 @@ def test_kinematics_closed_form_vs_autodiff():
     @jax.jit
     def errors(s):
         one = jnp.ones_like(s)
-        motion = lambda x: st.leg_motion(params, *st.path_state(path, x))   # noqa: E731
+        motion = lambda x: st.leg_motion(params, *poses.path_state(path, x))   # noqa: E731
         m, md = jax.jvp(motion, (s,), (one,))
         omega_ref = jnp.cross(m.direction, md.direction)                  # n × ṅ
         pairs = [(m.rate, md.length), (m.omega, omega_ref), (m.accel, md.rate), (m.alpha, md.omega),
@@ -172,7 +173,7 @@ def test_inverse_forward_round_trip():
     path = random_path(random_coeffs(5))
 
     def accel_error(s):
-        p, R, u, udot = st.path_state(path, s)
+        p, R, u, udot = poses.path_state(path, s)
         force = sd.inverse_dynamics(params, p, R, u, udot).force
         return jnp.max(jnp.abs(sd.forward_dynamics(params, p, R, u, force) - udot)) / jnp.max(jnp.abs(udot))
 
@@ -180,12 +181,12 @@ def test_inverse_forward_round_trip():
 
     dt, n = 5e-3, 100
     half_steps = jnp.arange(2 * n + 1, dtype=jnp.float64) * (dt / 2)
-    table = jax.jit(jax.vmap(lambda s: sd.inverse_dynamics(params, *st.path_state(path, s)).force))(half_steps)
+    table = jax.jit(jax.vmap(lambda s: sd.inverse_dynamics(params, *poses.path_state(path, s)).force))(half_steps)
 
     def control(t, p, R, u):                     # the Kane forces at the RK4 stage times (multiples of dt / 2)
         return table[jnp.round(t / (dt / 2)).astype(jnp.int32)]
 
-    p0, R0, u0, _ = st.path_state(path, jnp.float64(0.0))
+    p0, R0, u0, _ = poses.path_state(path, jnp.float64(0.0))
     trajectory = jax.jit(lambda: sd.simulate(params, p0, rotation_to_quat(R0), u0, control, dt, n))()
     assert int(trajectory.first_invalid) == -1 and bool(trajectory.ok.all())
     ps, quats = trajectory.p, trajectory.quat
@@ -206,7 +207,7 @@ def test_invalid_poses_are_flagged():
     assert not bool(high.status.reachable) and bool(high.status.nonsingular)
     assert bool(jnp.all(jnp.isnan(high.force)))
     with pytest.raises(ValueError, match="out of stroke"):
-        st.raise_if_invalid(high.status)
+        poses.raise_if_invalid(high.status)
     wide = dataclasses.replace(params, stroke_min=jnp.full(9, 1e-3), stroke_max=jnp.full(9, 10.0),
                                platform_points=params.platform_points.at[6:, :2].multiply(0.5))   # gas legs ≠ 0
     flat = run(wide, jnp.array([0.0, 0.0, 0.2]), ident, zero, zero)           # joint planes coincide: legs horizontal
@@ -214,8 +215,8 @@ def test_invalid_poses_are_flagged():
     assert float(flat.status.singular_values[-1]) < 1e-12 * float(flat.status.singular_values[0])
     assert bool(jnp.all(jnp.isnan(flat.force)))
     with pytest.raises(ValueError, match="condition number"):
-        st.raise_if_invalid(flat.status)
-    checked = jax.jit(checkify.checkify(lambda p: st.check_pose(st.pose_status(wide, p, ident))))
+        poses.raise_if_invalid(flat.status)
+    checked = jax.jit(checkify.checkify(lambda p: poses.check_pose(poses.pose_status(wide, p, ident))))
     err, _ = checked(jnp.array([0.0, 0.0, 0.2]))
     with pytest.raises(checkify.JaxRuntimeError, match="singular"):
         err.throw()
@@ -271,7 +272,7 @@ def test_grad_peak_force_vs_finite_differences():
     @jax.jit
     def peak(x):
         params = dataclasses.replace(base, tank_volume=x[0], platform_points=st.hexapod_points(x[1], 0.3, 0.9, center))
-        forces = jax.vmap(lambda s: sd.inverse_dynamics(params, *st.path_state(path, s)).force)(times)
+        forces = jax.vmap(lambda s: sd.inverse_dynamics(params, *poses.path_state(path, s)).force)(times)
         return jnp.max(jnp.abs(forces))
 
     x0 = jnp.array([0.06, 1.2])

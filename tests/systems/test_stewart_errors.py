@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxsoa.spatial.rotation import exp_so3, quat_to_rotation, rotation_to_quat
-from jaxsoa.systems.stewart import CONDITION_MARGIN
+from jaxsoa.systems.stewart import CONDITION_MARGIN, poses
 from jaxsoa.systems.stewart import dynamics as sd
 from jaxsoa.systems.stewart import geometry as st
 from sims import stewart_gas as sg
@@ -69,7 +69,7 @@ def test_untrusted_forces_are_flagged(params):
     strict = run(wide(params), jnp.asarray(HOME), yawed(np.radians(89.99)), rest, rest)
     assert not bool(strict.status.nonsingular) and bool(jnp.all(jnp.isnan(strict.force)))
     with pytest.raises(ValueError, match="condition number"):
-        st.raise_if_invalid(strict.status)
+        poses.raise_if_invalid(strict.status)
     near = run(wide(params), jnp.asarray(HOME), yawed(np.radians(80.0)), rest, rest)
     assert bool(near.status.ok) and 1e5 < float(jnp.max(jnp.abs(near.force))) < 3e5
     np.testing.assert_allclose(float(near.status.condition), numpy_legs(params, HOME, yawed(np.radians(80.0)))[1],
@@ -80,7 +80,7 @@ def test_motion_profiles_stay_trusted(params):
     """The seed's sine and random profiles never come near the threshold (max κ 2.0)."""
     times = jnp.linspace(0.0, 20.0, 401)
     for path in (sg.sine_profile(), sg.random_profile(0)):
-        status = jax.jit(jax.vmap(lambda s, path=path: st.pose_status(params, *path(s))))(times)
+        status = jax.jit(jax.vmap(lambda s, path=path: poses.pose_status(params, *path(s))))(times)
         assert bool(status.ok.all()) and float(status.condition.max()) < 0.2 * float(params.max_condition)
 
 

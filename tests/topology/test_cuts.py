@@ -12,8 +12,8 @@ import pytest
 from scipy.sparse.csgraph import shortest_path
 
 from jaxsoa.multibody.joints import JointType
+from jaxsoa.topology.configuration_inputs import CUT_FIELDS
 from jaxsoa.topology.configuration_parameters import (
-    CUT_FIELDS,
     topology_from_configuration,
     topology_from_configuration_traced,
 )

@@ -21,20 +21,15 @@ from jaxsoa.systems.stewart.geometry import (
     GAS_MODES,
     LegGeometry,
     LegMotion,
-    PathState,
-    PoseStatus,
     StewartParams,
     build_stewart,
-    check_pose,
     hexapod_points,
     jacobian,
     leg_lengths,
     leg_motion,
-    path_state,
-    pose_status,
-    raise_if_invalid,
     seed_points,
 )
+from jaxsoa.systems.stewart.poses import PathState, PoseStatus, check_pose, path_state, pose_status, raise_if_invalid
 
 __all__ = [
     "CONDITION_MARGIN",

@@ -33,13 +33,12 @@ from jaxsoa.spatial.rotation import quat_multiply, quat_normalize, quat_to_rotat
 from jaxsoa.spatial.small_linalg import solve
 from jaxsoa.systems.stewart.geometry import (
     N_ELECTRIC,
-    PoseStatus,
     StewartParams,
     jacobian,
     leg_lengths,
     leg_motion,
-    pose_status,
 )
+from jaxsoa.systems.stewart.poses import PoseStatus, pose_status
 
 _QUAT_TOL = 1e-6      # |‖quat0‖ − 1| allowed by `simulate` (`jaxsoa.multibody.checks.check_configuration`'s)
 

@@ -24,7 +24,6 @@ import typing
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
 from jaxsoa.multibody.arguments import default_dtype
 from jaxsoa.spatial.svd import singular_values
@@ -199,7 +198,7 @@ def build_stewart(platform_points, base_points, home_translation, *, platform_ma
     dtype = default_dtype(dtype)
     params = StewartParams(**{k: jnp.asarray(v, dtype) for k, v in f.items()}, max_condition=jnp.asarray(np.inf, dtype),
                            gas_mode=gas_mode)
-    condition_home = float(pose_status(params, jnp.asarray(home, dtype), jnp.eye(3, dtype=dtype)).condition)
+    condition_home = float(electric_condition(params, jnp.asarray(home, dtype), jnp.eye(3, dtype=dtype))[1])
     if not np.isfinite(condition_home):
         raise ValueError(f"the home pose is singular: J₁₋₆ condition number {condition_home:.3g}")
     if max_condition is None:
@@ -264,73 +263,14 @@ def jacobian(params: StewartParams, p_world_platform, R_world_platform):
     return jnp.concatenate([n, jnp.cross(arm, n)], -1)
 
 
-class PoseStatus(typing.NamedTuple):
-    """length (9,); in_stroke (9,) bool; singular_values (6,) of J₁₋₆ (descending); condition ();
-    reachable () all legs in stroke; nonsingular () condition ≤ max_condition; ok () both."""
-    length: jax.Array
-    in_stroke: jax.Array
-    singular_values: jax.Array
-    condition: jax.Array
-    reachable: jax.Array
-    nonsingular: jax.Array
-    ok: jax.Array
 
-
-def pose_status(params: StewartParams, p_world_platform, R_world_platform) -> PoseStatus:
-    """Stroke limits and the singularity measure of the electric legs' Jacobian J₁₋₆ at a pose."""
-    _, _, length, _ = leg_lengths(params, p_world_platform, R_world_platform)
-    in_stroke = (length >= params.stroke_min) & (length <= params.stroke_max)
+def electric_condition(params: StewartParams, p_world_platform, R_world_platform):
+    """(singular values (6,) of the electric legs' Jacobian J₁₋₆, descending; its condition number σ_max / σ_min,
+    inf where σ_min = 0)."""
     sigma = singular_values(jacobian(params, p_world_platform, R_world_platform)[:N_ELECTRIC])
-    condition = sigma[0] / sigma[-1]                  # inf when σ_min = 0: a flag, compared, never returned as a force
-    nonsingular = condition <= params.max_condition
-    reachable = jnp.all(in_stroke)
-    return PoseStatus(length, in_stroke, sigma, condition, reachable, nonsingular, reachable & nonsingular)
+    return sigma, sigma[0] / sigma[-1]
 
 
-def check_pose(status: PoseStatus):
-    """`checkify` checks (inside jit): every leg within its stroke, J₁₋₆ not singular."""
-    checkify.check(status.reachable, "legs out of stroke (in_stroke = {s}), lengths {l}", s=status.in_stroke,
-                   l=status.length)
-    checkify.check(status.nonsingular, "J₁₋₆ is singular: condition number {c}, singular values {s}",
-                   c=status.condition, s=status.singular_values)
-
-
-def raise_if_invalid(status: PoseStatus):
-    """Host-side: ValueError listing the poses (leading batch indices) out of stroke or singular."""
-    ok = np.asarray(status.ok)
-    if ok.all():
-        return
-    bad = np.argwhere(~ok)
-    first = tuple(bad[0])
-    legs = np.flatnonzero(~np.asarray(status.in_stroke)[first]).tolist()
-    condition = float(np.asarray(status.condition)[first])
-    raise ValueError(f"{len(bad)} invalid pose(s), first at index {first}: legs out of stroke {legs} (lengths "
-                     f"{np.asarray(status.length)[first][legs]}), J₁₋₆ condition number {condition:.3g}")
-
-
-class PathState(typing.NamedTuple):
-    """Pose and twist along a path: p (3,), R (3, 3), u = [ṗ; ω] (6,), udot (6,)."""
-    p: jax.Array
-    R: jax.Array
-    u: jax.Array
-    udot: jax.Array
-
-
-def path_state(pose_path, t) -> PathState:
-    """Exact twist and its rate along a smooth pose path `pose_path(s) -> (p (3,), R (3, 3))`:
-    `PathState` (p, R, u = [ṗ; ω], udot) at scalar time `t`, with ω = vee(Ṙ Rᵀ) (nested jvp)."""
-    one = jnp.ones_like(t)
-
-    def twist(s):
-        (p, R), (p_dot, R_dot) = jax.jvp(pose_path, (s,), (one,))
-        w_hat = R_dot @ R.T
-        return (p, R), jnp.concatenate([p_dot, jnp.stack([w_hat[2, 1], w_hat[0, 2], w_hat[1, 0]])])
-
-    ((p, R), u), (_, udot) = jax.jvp(twist, (t,), (one,))
-    return PathState(p, R, u, udot)
-
-
-__all__ = ["CONDITION_MARGIN", "GAS_MODES", "N_ELECTRIC", "N_LEGS", "LegGeometry", "LegMotion", "PathState",
-           "PoseStatus", "StewartParams",
-           "build_stewart", "check_pose", "hexapod_points", "jacobian", "leg_lengths", "leg_motion", "path_state",
-           "pose_status", "raise_if_invalid", "seed_points"]
+__all__ = ["CONDITION_MARGIN", "GAS_MODES", "N_ELECTRIC", "N_LEGS", "LegGeometry", "LegMotion", "StewartParams",
+           "build_stewart", "electric_condition", "hexapod_points", "jacobian", "leg_lengths", "leg_motion",
+           "seed_points"]

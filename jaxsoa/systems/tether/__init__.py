@@ -30,7 +30,6 @@ from jaxsoa.systems.tether.fem import (
     TetherParams,
     TetherState,
     check_tether_state,
-    elastic_energy,
     element_strain,
     element_tension,
     internal_forces,
@@ -39,11 +38,14 @@ from jaxsoa.systems.tether.fem import (
     material_velocities,
     nodal_forces,
     straight_state,
-    tether_kinetic_energy,
-    tether_momentum,
     tether_params,
     transport_forces,
     transport_velocity,
+)
+from jaxsoa.systems.tether.fem_energy import (
+    elastic_energy,
+    tether_kinetic_energy,
+    tether_momentum,
     viscous_dissipation_rate,
 )
 from jaxsoa.systems.tether.reel_control import (

@@ -39,7 +39,8 @@ from jaxsoa.spatial.rotation import rotation_to_quat
 from jaxsoa.spatial.small_linalg import solve
 from jaxsoa.systems import orbit as orb
 from jaxsoa.systems.tether.energy_consistent import node_rates
-from jaxsoa.systems.tether.fem import TetherParams, TetherState, straight_state, tether_momentum
+from jaxsoa.systems.tether.fem import TetherParams, TetherState, straight_state
+from jaxsoa.systems.tether.fem_energy import tether_momentum
 from jaxsoa.systems.tether.reels import TetherInputs, end_coupling, tether_dynamics
 
 

@@ -230,7 +230,7 @@ def mass_apply(diag, off, x):
     return out.at[1:].add(off[:, None] * x[:-1])
 
 
-def _element_weights(c, h):
+def element_weights(c, h):
     """∫ N_i c ds̄ over each element for c linear between nodal values c (n+1,): node k and node k+1
     shares h (c_k/3 + c_{k+1}/6) and h (c_k/6 + c_{k+1}/3), each (n,)."""
     return h * (c[:-1] / 3 + c[1:] / 6), h * (c[:-1] / 6 + c[1:] / 3)
@@ -249,8 +249,8 @@ def transport_forces(params: TetherParams, state: TetherState, s_ddot):
     l = state.s[1] - state.s[0]
     w, w_t, w_s = transport_velocity(state, s_ddot)
     d, d_dot = n * jnp.diff(state.r, axis=0), n * jnp.diff(state.v, axis=0)
-    out = _scatter(*_element_weights(-2 * w, 1.0 / n), d_dot)                  # −2 w ṙ̄'
-    out = out + _scatter(*_element_weights(w * w_s - w_t, 1.0 / n), d)         # (w w' − ∂_t w) r̄'
+    out = _scatter(*element_weights(-2 * w, 1.0 / n), d_dot)                  # −2 w ṙ̄'
+    out = out + _scatter(*element_weights(w * w_s - w_t, 1.0 / n), d)         # (w w' − ∂_t w) r̄'
     jump = jnp.zeros_like(state.r).at[1:-1].set(d[1:] - d[:-1])                 # [r̄'] at interior nodes
     return params.rho * l * (out + w[:, None] ** 2 * jump)
 
@@ -272,60 +272,3 @@ def nodal_forces(params: TetherParams, state: TetherState, s_ddot, external_acce
     if external_accel is not None:
         rhs = rhs + mass_apply(*mass_bands(params, state.s[1] - state.s[0]), external_accel)
     return rhs, (eps, eps_dot, tau, tension)
-
-
-# ---------------------------------------------------------------------------------------------
-# energies and momenta of the deployed segment
-
-def _transport_integrals(params: TetherParams, state: TetherState, field):
-    """Integrals with the transport velocity: (∫ w r̄' ds̄ (3,), ∫ w² |r̄'|² ds̄, r̄' (n, 3), and per element
-    ∫_elem w field ds̄ (n, 3) for a nodal field (n+1, 3) interpolated linearly)."""
-    n = params.n_elements
-    w, _, _ = transport_velocity(state, jnp.zeros_like(state.s))
-    d = n * jnp.diff(state.r, axis=0)
-    w_mean = (w[:-1] + w[1:]) / 2 / n                                                   # ∫_elem w ds̄
-    w2 = (w[:-1] ** 2 + w[:-1] * w[1:] + w[1:] ** 2) / 3 / n                            # ∫_elem w² ds̄
-    left, right = _element_weights(w, 1.0 / n)
-    w_field = left[:, None] * field[:-1] + right[:, None] * field[1:]                    # ∫_elem w field ds̄
-    return jnp.sum(w_mean[:, None] * d, axis=0), jnp.sum(w2 * jnp.sum(d * d, axis=1)), d, w_field
-
-
-def tether_kinetic_energy(params: TetherParams, state: TetherState):
-    """"nodal": ½ ρ l ∫ |ṙ̄ − w r̄'|² ds̄ = ½ ṙᵀ M ṙ − ρ l ∫ w ṙ̄·r̄' + ½ ρ l ∫ w² |r̄'|²; "energy_consistent":
-    ½ uᵀ M u (M consistent or lumped)."""
-    l = state.s[1] - state.s[0]
-    if params.formulation == "energy_consistent":
-        u = material_velocities(params, state)
-        return 0.5 * jnp.sum(u * mass_apply(*mass_bands(params, l), u))            # ½ uᵀ M u
-    _, w2d2, d, w_v = _transport_integrals(params, state, state.v)
-    vMv = jnp.sum(state.v * mass_apply(*mass_bands(params, l), state.v))
-    return 0.5 * vMv + params.rho * l * (0.5 * w2d2 - jnp.sum(w_v * d))
-
-
-def elastic_energy(params: TetherParams, state: TetherState):
-    """U = Σ_k ½ EA max(ε_k, 0)² l/n (a slack element stores nothing)."""
-    eps, _, _ = element_strain(params, state)
-    l = state.s[1] - state.s[0]
-    return 0.5 * params.EA * jnp.sum(jnp.maximum(eps, 0) ** 2) * l / params.n_elements
-
-
-def viscous_dissipation_rate(params: TetherParams, state: TetherState):
-    """∫ (N − EA max(ε, 0)) ε̇ ds ≥ 0 for a taut Kelvin–Voigt tether (= EA α ε̇² per unit length)."""
-    eps, eps_dot, _ = element_strain(params, state)
-    tension = element_tension(params, eps, eps_dot)
-    l = state.s[1] - state.s[0]
-    return jnp.sum((tension - params.EA * jnp.maximum(eps, 0)) * eps_dot) * l / params.n_elements
-
-
-def tether_momentum(params: TetherParams, state: TetherState):
-    """Linear and angular momentum (about the origin) of the deployed material, each (3,): "nodal"
-    ρ l ∫ (ṙ̄ − w r̄') ds̄ and ρ l ∫ r̄ × (ṙ̄ − w r̄') ds̄; "energy_consistent" Σ_i (M u)_i, Σ_i r_i × (M u)_i."""
-    l = state.s[1] - state.s[0]
-    if params.formulation == "energy_consistent":
-        Mu = mass_apply(*mass_bands(params, l), material_velocities(params, state))
-        return jnp.sum(Mu, axis=0), jnp.sum(jnp.cross(state.r, Mu), axis=0)
-    wd, _, d, w_r = _transport_integrals(params, state, state.r)
-    Mv = mass_apply(*mass_bands(params, l), state.v)
-    linear = jnp.sum(Mv, axis=0) - params.rho * l * wd
-    angular = jnp.sum(jnp.cross(state.r, Mv), axis=0) - params.rho * l * jnp.sum(jnp.cross(w_r, d), axis=0)
-    return linear, angular

@@ -30,10 +30,12 @@ from jaxsoa.systems.tether.fem import (
     TetherParams,
     TetherState,
     check_mesh,
-    elastic_energy,
     element_strain,
     element_tension,
     mass_bands,
+)
+from jaxsoa.systems.tether.fem_energy import (
+    elastic_energy,
     tether_kinetic_energy,
     tether_momentum,
     viscous_dissipation_rate,

@@ -174,11 +174,12 @@ def test_coupled_energy_budget_is_second_order_in_the_element_size():
     Tolerances: the residual under 1e-4 of the largest energy change at 4 elements, and each halving of h
     divides it by more than 3.5 (order > 1.8)."""
     from experiments import reproduce_seed001 as rep
+    from experiments import seed001_coupled
 
     residuals = []
     for n in (2, 4):
-        system = tr.build(tether={"n_elements": n}, orbit=rep.ORBIT)
-        res = rep.run_coupled(system, 300.0, rep.build_law(system, 300.0, 0.0, 100.0, 20.0), 0.05)
+        system = tr.build(tether={"n_elements": n}, orbit=seed001_coupled.ORBIT)
+        res = seed001_coupled.run_coupled(system, 300.0, rep.build_law(system, 300.0, 0.0, 100.0, 20.0), 0.05)
         assert abs(res["l"][-1] - 100.0) < 1.0                                  # deployed to l₁
         change = res["energy"] - res["energy"][0]
         residuals.append(np.abs(change.sum(1) - res["work"].sum(1)).max() / np.abs(change).max())

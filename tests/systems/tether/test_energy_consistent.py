@@ -19,17 +19,15 @@ import pytest
 from experiments.tether_convergence import slack_case, spin_case
 from jaxsoa.systems.tether import energy_consistent as ec
 from jaxsoa.systems.tether.fem import (
-    elastic_energy,
     element_strain,
     mass_apply,
     mass_bands,
     material_velocities,
     straight_state,
-    tether_kinetic_energy,
-    tether_momentum,
     tether_params,
     transport_velocity,
 )
+from jaxsoa.systems.tether.fem_energy import elastic_energy, tether_kinetic_energy, tether_momentum
 from jaxsoa.systems.tether.reels import energy_rates, system_energy, system_momentum, tether_dynamics, tether_inputs
 from tests.helpers.tether import simulate
 from tests.helpers.trees import counting
