@@ -12,7 +12,8 @@
 # # The gas-assisted Stewart platform
 # Seed 004: six electric cylinders (legs 0–5) and three passive gas springs (legs 6–8) carry a 12 t
 # payload (`sims/stewart_gas.py`). Inverse kinematics and the 9×6 Jacobian are in `jaxsoa.systems.stewart.geometry`,
-# Kane's inverse dynamics and the gas springs in `jaxsoa.systems.stewart.dynamics`. The platform twist is
+# pose validity and paths in `jaxsoa.systems.stewart.poses`, Kane's inverse dynamics and the gas springs in
+# `jaxsoa.systems.stewart.dynamics` (the package `jaxsoa.systems.stewart` exports all three). The platform twist is
 # u = [v_P; ω_P] (linear first, as in the seed; world frame).
 
 # %%
@@ -23,8 +24,8 @@ import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from jaxsoa.systems import stewart  # noqa: E402
 from jaxsoa.systems.stewart import dynamics as stewart_dynamics  # noqa: E402
-from jaxsoa.systems.stewart import geometry as stewart  # noqa: E402
 from sims import stewart_gas  # noqa: E402
 
 with_gas = stewart_gas.build("individual")   # one tank per gas cylinder
