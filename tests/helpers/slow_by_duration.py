@@ -11,6 +11,7 @@ stays short while CI still runs everything.
 
 import argparse
 import collections
+import math
 import pathlib
 import re
 
@@ -41,7 +42,9 @@ def main(log_path):
     measured = durations(pathlib.Path(log_path).read_text(encoding="utf-8"))
     rows = listed() | {name: t for name, t in measured.items() if t > CAP}
     slow = sorted(((t, name) for name, t in rows.items()), reverse=True)
-    LISTING.write_text(HEADER + "".join(f"{t:6.1f} {name}\n" for t, name in slow), encoding="utf-8")
+    # tenths rounded up, so a listed time stays over CAP (6.05 s is written 6.1, not 6.0)
+    LISTING.write_text(HEADER + "".join(f"{math.ceil(t * 10) / 10:6.1f} {name}\n" for t, name in slow),
+                       encoding="utf-8")
     print(f"wrote {LISTING}: {len(slow)} tests over {CAP:g} s")
 
 
