@@ -62,9 +62,12 @@ def _from_rows(x, count: int, width: int):
 
 def aba_forward(model: Model, q, v, tau, f_ext=None):
     """(q̈ (B, nv), residuals (q̈, `Factor` with the batch axis first)): forward dynamics of a leading batch
-    and what its adjoint reuses."""
+    and what its adjoint reuses. It runs inside the rule's JVP on undifferentiated values, so the model is tied to
+    the states here, once before the chunks (`tied_to_states(..., always=True)`): untied, JAX's linearisation of an
+    enclosing loop (a rollout) split the core's passes (docs/performance.md, "The tie of a `vmap` rule's forward")."""
     size = q.shape[0]
-    qdd, factor = _leading(batch_last._aba_factored, model, dict(q=q, v=v, tau=tau, f_ext=f_ext), stack=True)
+    model, states = tied_to_states(model, dict(q=q, v=v, tau=tau, f_ext=f_ext), always=True)
+    qdd, factor = _leading(batch_last._aba_factored, model, states, stack=True)
     qdd = batched.join_chunks(qdd, size)
     return qdd, (qdd, jax.tree.map(lambda x: _to_rows(x, size), factor))
 

@@ -7,7 +7,7 @@ import numpy as np
 from jaxsoa.multibody.model import Model
 
 
-def tied_to_states(shared, states):
+def tied_to_states(shared, states, always: bool = False):
     """(shared, states) with every array leaf of both (the model's topology included, but its parent array, which
     tells the entry points a concrete topology from a traced one) tied together when they are differentiated:
     there, one `lax.optimization_barrier` makes each output depend on every input, so no value of the call
@@ -17,11 +17,14 @@ def tied_to_states(shared, states):
     model-only half and a state half with batch-sized residuals between them, which made a rollout's
     gradient program 2.3× larger and its run 1.2–1.3× slower. A call that is not differentiated passes
     its arrays unchanged: there the barrier kept XLA from hoisting the model's terms out of the chunk
-    loop, and cost ABA 1.25–2.7× (docs/performance.md, "The tie only where JAX linearises")."""
+    loop, and cost ABA 1.25–2.7× (docs/performance.md, "The tie only where JAX linearises"). `always`: tie the
+    values too, for a call that runs only under a derivative but on undifferentiated values (the forward with
+    residuals of a `vmap` rule's reverse mode, evaluated inside the rule): JAX still linearises the loop around
+    it and split it the same way (docs/performance.md, "The tie of a `vmap` rule's forward")."""
     kept = _parent_arrays((shared, states))
     leaves, tree = jax.tree.flatten((shared, states))
     arrays = [i for i, x in enumerate(leaves) if isinstance(x, (jax.Array, np.ndarray)) and id(x) not in kept]
-    for i, x in zip(arrays, _tied(*(leaves[i] for i in arrays)), strict=True):
+    for i, x in zip(arrays, (_barrier if always else _tied)(*(leaves[i] for i in arrays)), strict=True):
         leaves[i] = x
     return jax.tree.unflatten(tree, leaves)
 

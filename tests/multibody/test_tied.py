@@ -75,3 +75,18 @@ def test_second_derivatives_are_the_identitys():
     mass = jnp.ones(3)
     hessian = jax.hessian(lambda q: jnp.sum(tied_to_states(mass, q)[1] ** 3))(q)
     np.testing.assert_array_equal(hessian, jnp.diag(6 * q))
+
+
+def test_always_ties_the_values_without_a_derivative():
+    """`always=True` (the forward of a `vmap` rule's reverse mode, evaluated on undifferentiated values inside the
+    rule): the barrier is in the program of the plain call too; values unchanged and the derivatives the identity's
+    (exactly); the parent array passes outside the barrier, as without `always`."""
+    model, q, v, _ = _case(3)
+    shared, states = tied_to_states(model, dict(q=q, v=v), always=True)
+    for a, b in zip(jax.tree.leaves((shared, states)), jax.tree.leaves((model, dict(q=q, v=v))), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert shared.traversal.parent is model.traversal.parent
+    jaxpr = jax.make_jaxpr(lambda m, q: tied_to_states(m, q, always=True))(model, q)
+    assert count_primitive(jaxpr.jaxpr, "optimization_barrier") == 1
+    grad = jax.grad(lambda q: jnp.sum(tied_to_states(model.mass, q, always=True)[1] ** 2))(q)
+    np.testing.assert_array_equal(grad, 2 * q)
